@@ -1,0 +1,404 @@
+package coord
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Config tunes a Coordinator.
+type Config struct {
+	// Instance is this coordinator's stable id; it owns the rows it creates.
+	Instance string
+	// GIDPrefix starts every global transaction id, and so every PostgreSQL prepared
+	// transaction of this coordinator (at most 32 characters).
+	GIDPrefix string
+	Limits    Limits
+	// DefaultTimeout is the time budget of a request without timeout_ms.
+	DefaultTimeout time.Duration
+	// FinishTimeout bounds phase 2 and the final log write, which run to completion even when
+	// the caller has gone (a prepared transaction is never abandoned half-way by choice).
+	FinishTimeout time.Duration
+	Logger        *slog.Logger
+}
+
+// Coordinator runs global transactions over the Kafka and SQL participants with the log.
+type Coordinator struct {
+	cfg   Config
+	log   Log
+	kafka Kafka // nil when no Kafka is configured
+	sql   SQL
+}
+
+// New returns a Coordinator. kafka may be nil (SQL-only deployments).
+func New(cfg Config, log Log, kafka Kafka, sql SQL) *Coordinator {
+	if cfg.DefaultTimeout <= 0 {
+		cfg.DefaultTimeout = 10 * time.Second
+	}
+	if cfg.FinishTimeout <= 0 {
+		cfg.FinishTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Coordinator{cfg: cfg, log: log, kafka: kafka, sql: sql}
+}
+
+// GID is the global transaction id of a request id.
+func (c *Coordinator) GID(requestID string) string { return c.cfg.GIDPrefix + "_" + requestID }
+
+// Get returns the stored transaction.
+func (c *Coordinator) Get(ctx context.Context, id string) (*Transaction, error) {
+	return c.log.Get(ctx, id)
+}
+
+// Execute runs one request to its outcome. It returns the transaction when it committed;
+// otherwise an *OutcomeError whose sentinel is ErrAborted, ErrInDoubt or ErrUnavailable (with
+// the transaction), or an error matching ErrInvalidRequest or ErrIDConflict.
+func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, error) {
+	if err := req.Validate(c.cfg.Limits, c.sql.Has); err != nil {
+		return nil, err
+	}
+	if len(req.Kafka) > 0 && c.kafka == nil {
+		return nil, invalid("kafka", "this coordinator has no Kafka configured")
+	}
+	if req.ID == "" {
+		req.ID = newID()
+	}
+	budget := req.Timeout
+	if budget == 0 {
+		budget = c.cfg.DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+
+	t := &Transaction{
+		ID:       req.ID,
+		GID:      c.GID(req.ID),
+		Instance: c.cfg.Instance,
+		State:    StateActive,
+		Digest:   req.Digest(),
+	}
+	stored, created, err := c.log.Begin(ctx, t)
+	if err != nil {
+		return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: fmt.Errorf("log begin: %w", err)}
+	}
+	if !created {
+		if !bytes.Equal(stored.Digest, t.Digest) {
+			return nil, ErrIDConflict
+		}
+		return outcome(stored, nil)
+	}
+	t = stored
+	return c.run(ctx, t, &req)
+}
+
+// outcome turns a stored transaction into Execute's answer.
+func outcome(t *Transaction, cause error) (*Transaction, error) {
+	switch t.State {
+	case StateCommitted:
+		return t, nil
+	case StateAborted:
+		if t.Error != nil && t.Error.Class == ClassRetriable && cause != nil && AsFailure(cause).Unavailable {
+			return t, &OutcomeError{Sentinel: ErrUnavailable, Txn: t, Cause: cause}
+		}
+		return t, &OutcomeError{Sentinel: ErrAborted, Txn: t, Cause: cause}
+	default:
+		return t, &OutcomeError{Sentinel: ErrInDoubt, Txn: t, Cause: cause}
+	}
+}
+
+// work is the state of one request's participants during the protocol.
+type work struct {
+	t        *Transaction
+	req      *Request
+	ktx      KafkaTxn
+	prepared []string // databases where PREPARE TRANSACTION may have been sent
+	mu       sync.Mutex
+}
+
+func (c *Coordinator) sqlGID(gid, database string) string { return gid + "@" + database }
+
+// run executes the protocol of DESIGN.md section 3 for a fresh active row.
+func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*Transaction, error) {
+	w := &work{t: t, req: req}
+	dbs := req.Databases()
+	onePhase := len(req.Kafka) == 0 && len(dbs) == 1
+	for _, db := range dbs {
+		if !onePhase {
+			t.SQLGIDs = append(t.SQLGIDs, SQLGID{Database: db, GID: c.sqlGID(t.GID, db)})
+		}
+	}
+
+	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently (DESIGN.md 8).
+	if err := c.phase1(ctx, w, onePhase); err != nil {
+		return c.abort(w, err)
+	}
+	if onePhase {
+		// The one database committed: its marker row makes that knowable after a crash.
+		return c.finish(w, StateCommitted, nil)
+	}
+
+	// Past this point the coordinator never aborts on its own (I3): the caller's context no
+	// longer stops anything, only the finish bound does.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FinishTimeout)
+	defer cancel()
+
+	if w.ktx == nil {
+		// No Kafka: the decision is the durable committing row.
+		if err := c.log.Transition(fctx, t, StateCommitting); err != nil {
+			return c.inDoubt(w, fmt.Errorf("log committing: %w", err))
+		}
+		return c.phase2(fctx, w, true, nil)
+	}
+
+	// I2: prepared, with the Kafka ids, is durable before EndTxn(commit) is sent.
+	if err := c.log.Prepared(fctx, t); err != nil {
+		return c.inDoubt(w, fmt.Errorf("log prepared: %w", err))
+	}
+	commit, cause, err := c.decide(ctx, fctx, w)
+	if err != nil {
+		return c.inDoubt(w, err)
+	}
+	return c.phase2(fctx, w, commit, cause)
+}
+
+// phase1 runs the work and the prepare of every participant; onePhase commits the single
+// database directly instead of preparing it.
+func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase bool) error {
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		wg       sync.WaitGroup
+		firstErr error
+		errOnce  sync.Once
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err; cancel(err) })
+	}
+
+	if len(w.req.Kafka) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.kafkaPhase1(pctx, w); err != nil {
+				fail(err)
+			}
+		}()
+	}
+	results := make([]SQLResult, len(w.req.SQL))
+	for _, db := range w.req.Databases() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.sqlPhase1(pctx, w, db, onePhase, results); err != nil {
+				fail(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	w.t.SQL = results
+	return nil
+}
+
+func (c *Coordinator) kafkaPhase1(ctx context.Context, w *work) error {
+	ktx, err := c.kafka.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.ktx = ktx
+	w.mu.Unlock()
+	if err := ktx.Begin(ctx, w.req.Kafka); err != nil {
+		return err
+	}
+	ks, err := ktx.Prepare(ctx)
+	if err != nil {
+		return err
+	}
+	ks.PreparedState = ks.KafkaIDs.PreparedState()
+	w.t.Kafka = &ks
+	return nil
+}
+
+func (c *Coordinator) sqlPhase1(ctx context.Context, w *work, db string, onePhase bool, results []SQLResult) error {
+	var stmts []Statement
+	var idx []int
+	for i, s := range w.req.SQL {
+		if s.Database == db {
+			stmts = append(stmts, s)
+			idx = append(idx, i)
+		}
+	}
+	if !onePhase {
+		w.mu.Lock()
+		w.prepared = append(w.prepared, db)
+		w.mu.Unlock()
+	}
+	res, err := c.sql.Run(ctx, db, stmts, c.sqlGID(w.t.GID, db), onePhase)
+	if err != nil {
+		return err
+	}
+	for j, i := range idx {
+		results[i] = res[j]
+	}
+	return nil
+}
+
+// decide sends EndTxn(commit) and follows Kafka's answer. An unclear answer is retried with a
+// raw EndTxn by the stored ids until the caller's budget runs out; then the outcome is left to
+// recovery (the error return).
+func (c *Coordinator) decide(ctx, fctx context.Context, w *work) (commit bool, cause, err error) {
+	err = w.ktx.Commit(fctx)
+	for backoff := 50 * time.Millisecond; ; backoff = min(backoff*2, time.Second) {
+		switch {
+		case err == nil:
+			return true, nil, nil
+		case errors.Is(err, ErrKafkaAborted):
+			return false, err, nil
+		}
+		c.cfg.Logger.Warn("kafka commit outcome unknown; retrying EndTxn by ids",
+			"gid", w.t.GID, "transactional_id", w.t.Kafka.TransactionalID, "error", err)
+		select {
+		case <-ctx.Done():
+			return false, nil, fmt.Errorf("kafka commit outcome unknown: %w", err)
+		case <-time.After(backoff):
+		}
+		err = c.kafka.EndTxn(fctx, w.t.Kafka.KafkaIDs, true)
+	}
+}
+
+// phase2 commits or rolls back every prepared SQL transaction following the decision, then
+// logs the final state (I4).
+func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause error) (*Transaction, error) {
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		heuristic error
+		failed    error
+	)
+	for _, g := range w.t.SQLGIDs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if commit {
+				err = c.sql.CommitPrepared(ctx, g.Database, g.GID)
+			} else {
+				err = c.sql.RollbackPrepared(ctx, g.Database, g.GID)
+			}
+			if err == nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if errors.Is(err, ErrHeuristic) {
+				heuristic = err
+			} else {
+				failed = err
+			}
+		}()
+	}
+	wg.Wait()
+	switch {
+	case heuristic != nil:
+		return c.finish(w, StateHeuristicMixed, heuristic)
+	case failed != nil && commit:
+		// Kafka committed; SQL phase 2 is pending. committing tells recovery to finish it.
+		if err := c.log.Transition(ctx, w.t, StateCommitting); err != nil {
+			c.cfg.Logger.Error("log committing failed", "gid", w.t.GID, "error", err)
+		}
+		return c.inDoubt(w, fmt.Errorf("sql commit prepared: %w", failed))
+	case failed != nil:
+		return c.inDoubt(w, fmt.Errorf("sql rollback prepared: %w", failed))
+	}
+	if commit {
+		return c.finish(w, StateCommitted, nil)
+	}
+	return c.finish(w, StateAborted, cause)
+}
+
+// abort rolls back every participant after a failure before the decision (presumed abort), and
+// logs the abort. Kafka is aborted before SQL gids are rolled back.
+func (c *Coordinator) abort(w *work, cause error) (*Transaction, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.FinishTimeout)
+	defer cancel()
+	clean := true
+	if w.ktx != nil {
+		if err := w.ktx.Abort(ctx); err != nil {
+			c.cfg.Logger.Warn("kafka abort failed; the transaction times out on its own",
+				"gid", w.t.GID, "transactional_id", w.ktx.TransactionalID(), "error", err)
+			clean = false
+		}
+	}
+	for _, db := range w.prepared {
+		// PREPARE may have reached the server even if its answer did not reach us; rolling back
+		// a gid that does not exist (and has no marker) is a no-op.
+		if err := c.sql.RollbackPrepared(ctx, db, c.sqlGID(w.t.GID, db)); err != nil {
+			c.cfg.Logger.Warn("sql rollback failed; recovery rolls the orphan back",
+				"gid", w.t.GID, "database", db, "error", err)
+			clean = false
+		}
+	}
+	f := AsFailure(cause)
+	if !clean {
+		f.Unavailable = false // something may be left prepared: not "safe to retry" (503)
+	}
+	w.t.SQL = nil
+	return c.finishWith(ctx, w, StateAborted, f, true)
+}
+
+// inDoubt leaves the transaction to recovery: the transactional.id stays quarantined (I1).
+func (c *Coordinator) inDoubt(w *work, cause error) (*Transaction, error) {
+	c.cfg.Logger.Error("transaction in doubt; left to recovery", "gid", w.t.GID, "state", w.t.State, "error", cause)
+	if w.ktx != nil {
+		w.ktx.Release(false)
+	}
+	return w.t, &OutcomeError{Sentinel: ErrInDoubt, Txn: w.t, Cause: cause}
+}
+
+func (c *Coordinator) finish(w *work, to State, cause error) (*Transaction, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.FinishTimeout)
+	defer cancel()
+	var f *Failure
+	if cause != nil {
+		f = AsFailure(cause)
+	}
+	return c.finishWith(ctx, w, to, f, true)
+}
+
+// finishWith logs the final state and only then returns the transactional.id to the pool (I1).
+func (c *Coordinator) finishWith(ctx context.Context, w *work, to State, f *Failure, reusable bool) (*Transaction, error) {
+	if f != nil {
+		w.t.Error = f.Detail()
+	}
+	err := c.log.Transition(ctx, w.t, to)
+	if w.ktx != nil {
+		w.ktx.Release(err == nil && reusable)
+	}
+	var cause error
+	if f != nil {
+		cause = f
+	}
+	if err != nil {
+		c.cfg.Logger.Error("final log write failed; recovery completes it", "gid", w.t.GID, "state", to, "error", err)
+		return w.t, &OutcomeError{Sentinel: ErrInDoubt, Txn: w.t, Cause: fmt.Errorf("log %s: %w", to, err)}
+	}
+	c.cfg.Logger.Debug("transaction finished", "gid", w.t.GID, "state", to)
+	return outcome(w.t, cause)
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "txn-" + hex.EncodeToString(b[:])
+}

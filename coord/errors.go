@@ -1,0 +1,123 @@
+package coord
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Class groups participant errors the way KIP-1050 groups the transactional producer's, so a
+// caller knows what to do next. It appears as error.class in the API.
+type Class string
+
+const (
+	// ClassRetriable: transient; the coordinator retried what it could. When it reaches the caller
+	// nothing was committed and the same request may be sent again.
+	ClassRetriable Class = "retriable"
+	// ClassAbortable: this transaction cannot commit (bad record, SQL error, Kafka abort); the
+	// participant stays usable.
+	ClassAbortable Class = "abortable"
+	// ClassFenced: another producer took the transactional.id (application-recoverable); the
+	// producer is recreated and the cause must be found (two owners?).
+	ClassFenced Class = "fenced"
+	// ClassInvalidConfig: a setting or permission is wrong; retrying will not help.
+	ClassInvalidConfig Class = "invalid_configuration"
+	// ClassInternal: the coordinator's own fault (log write failed, bug).
+	ClassInternal Class = "internal"
+)
+
+// Participant names.
+const (
+	ParticipantKafka       = "kafka"
+	ParticipantSQL         = "sql"
+	ParticipantCoordinator = "coordinator"
+)
+
+// Sentinels. The API maps each to one HTTP status (api/errors.go).
+var (
+	// ErrInvalidRequest: the request is malformed; nothing was run.
+	ErrInvalidRequest = errors.New("invalid request")
+	// ErrIDConflict: the id was used before with another body.
+	ErrIDConflict = errors.New("transaction id already used with a different request")
+	// ErrNotFound: no transaction with that id.
+	ErrNotFound = errors.New("transaction not found")
+	// ErrAborted: a participant said no; both sides are rolled back.
+	ErrAborted = errors.New("transaction aborted")
+	// ErrUnavailable: a dependency is down and nothing was left prepared: safe to retry.
+	ErrUnavailable = errors.New("dependency unavailable")
+	// ErrInDoubt: the outcome was not known within the time budget; poll GET.
+	ErrInDoubt = errors.New("transaction outcome not yet known")
+)
+
+// InvalidError names the request field that is wrong.
+type InvalidError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidError) Error() string { return e.Field + ": " + e.Reason }
+
+// Is makes every InvalidError match ErrInvalidRequest.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalidRequest }
+
+func invalid(field, reason string) error { return &InvalidError{Field: field, Reason: reason} }
+
+// Failure is a participant's refusal or breakdown, already classified by the participant's own
+// errors.go (kafkatxn.classify, sqltxn.classify).
+type Failure struct {
+	Participant string
+	Class       Class
+	SQLState    string
+	// Unavailable marks connection-level failures (the dependency is down or unreachable), which
+	// the API answers with 503 when nothing was left prepared.
+	Unavailable bool
+	Err         error
+}
+
+func (f *Failure) Error() string {
+	return fmt.Sprintf("%s (%s): %v", f.Participant, f.Class, f.Err)
+}
+
+func (f *Failure) Unwrap() error { return f.Err }
+
+// Detail is the API form of the failure.
+func (f *Failure) Detail() *ErrorDetail {
+	return &ErrorDetail{Participant: f.Participant, Class: f.Class, Message: f.Err.Error(), SQLState: f.SQLState}
+}
+
+// AsFailure finds the classified failure in err, or classifies an unknown error as the
+// coordinator's own.
+func AsFailure(err error) *Failure {
+	var f *Failure
+	if errors.As(err, &f) {
+		return f
+	}
+	return &Failure{Participant: ParticipantCoordinator, Class: ClassInternal, Err: err}
+}
+
+// OutcomeError carries the transaction record with the sentinel that says how it ended, so the
+// API can answer 409/202/503 with the body.
+type OutcomeError struct {
+	Sentinel error
+	Txn      *Transaction
+	Cause    error
+}
+
+func (e *OutcomeError) Error() string {
+	if e.Cause != nil {
+		return e.Sentinel.Error() + ": " + e.Cause.Error()
+	}
+	return e.Sentinel.Error()
+}
+
+func (e *OutcomeError) Is(target error) bool { return target == e.Sentinel }
+func (e *OutcomeError) Unwrap() error        { return e.Cause }
+
+// Participant outcomes that the protocol acts on.
+var (
+	// ErrKafkaAborted: Kafka reports that the transaction was aborted (timeout, fencing before
+	// the commit); the global outcome is abort (I3: the only way to abort after prepared).
+	ErrKafkaAborted = errors.New("kafka aborted the transaction")
+	// ErrHeuristic: a prepared SQL transaction ended the other way than the decision, by
+	// someone else's hand (found through the marker row, I4).
+	ErrHeuristic = errors.New("participant resolved against the decision")
+)

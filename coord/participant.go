@@ -1,0 +1,64 @@
+package coord
+
+import (
+	"context"
+	"time"
+)
+
+// Kafka is the Kafka participant: a pool of transactional producers plus the ability to finish a
+// transaction from its ids alone (kafkatxn.Pool).
+type Kafka interface {
+	// Acquire leases one transactional.id for one global transaction (I1).
+	Acquire(ctx context.Context) (KafkaTxn, error)
+	// EndTxn finishes an open transaction by its ids (raw EndTxn), used when the producer's own
+	// EndTransaction had no clear answer, and by recovery. It returns nil when Kafka committed
+	// (or aborted, for commit=false), ErrKafkaAborted when Kafka reports the transaction aborted,
+	// and any other error when the outcome is still unknown.
+	EndTxn(ctx context.Context, ids KafkaIDs, commit bool) error
+}
+
+// KafkaTxn is one Kafka transaction on a leased transactional.id.
+type KafkaTxn interface {
+	TransactionalID() string
+	// Begin starts the transaction and produces the records asynchronously.
+	Begin(ctx context.Context, recs []Record) error
+	// Prepare flushes, checks every record's result and returns the ids and offsets: the Kafka
+	// side of phase 1. Any record error fails it.
+	Prepare(ctx context.Context) (KafkaState, error)
+	// Commit sends EndTxn(commit): the global decision. Errors as for Kafka.EndTxn.
+	Commit(ctx context.Context) error
+	// Abort aborts the open transaction (before the decision only: I3).
+	Abort(ctx context.Context) error
+	// Release returns the id to the pool. keep=false quarantines it: its transaction is still
+	// in doubt and the id must not serve another transaction (I1).
+	Release(keep bool)
+}
+
+// SQL is the PostgreSQL participant: named databases (sqltxn.Databases).
+type SQL interface {
+	Has(database string) bool
+	// Run opens a transaction on the database, runs the statements in order, writes the marker
+	// row for gid and then either runs PREPARE TRANSACTION gid (phase 1) or, with onePhase,
+	// commits. On error nothing of it is left open, except that a PREPARE whose answer was lost
+	// may have prepared: RollbackPrepared clears that.
+	Run(ctx context.Context, database string, stmts []Statement, gid string, onePhase bool) ([]SQLResult, error)
+	// CommitPrepared and RollbackPrepared are idempotent (I4): a gid that no longer exists is
+	// resolved with the marker row; ErrHeuristic reports a gid that ended the other way.
+	CommitPrepared(ctx context.Context, database, gid string) error
+	RollbackPrepared(ctx context.Context, database, gid string) error
+}
+
+// Log is the durable coordinator log (txlog.Log).
+type Log interface {
+	// Begin records a new transaction in state active. When the request id exists already it
+	// returns the stored transaction and created=false.
+	Begin(ctx context.Context, t *Transaction) (stored *Transaction, created bool, err error)
+	// Prepared makes the Kafka ids, offsets and SQL gids durable with state prepared (I2).
+	Prepared(ctx context.Context, t *Transaction) error
+	// Transition moves the transaction to a new state, storing results and error.
+	Transition(ctx context.Context, t *Transaction, to State) error
+	Get(ctx context.Context, id string) (*Transaction, error)
+}
+
+// Clock is the time source for budgets; tests may replace it.
+type Clock func() time.Time

@@ -1,0 +1,151 @@
+package coord
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Request is one atomic write: SQL statements and Kafka records that commit together or not at all.
+type Request struct {
+	ID      string        `json:"id,omitempty"`
+	SQL     []Statement   `json:"sql,omitempty"`
+	Kafka   []Record      `json:"kafka,omitempty"`
+	Timeout time.Duration `json:"-"`
+}
+
+// Statement is one SQL statement with positional ($1, $2, …) arguments.
+type Statement struct {
+	Database  string `json:"database,omitempty"`
+	Statement string `json:"statement"`
+	Args      []any  `json:"args,omitempty"`
+}
+
+// Record is one Kafka record. Key and Value nil mean a null key or value.
+type Record struct {
+	Topic     string            `json:"topic"`
+	Partition *int32            `json:"partition,omitempty"`
+	Key       *string           `json:"key"`
+	Value     *string           `json:"value"`
+	Headers   map[string]string `json:"headers,omitempty"`
+}
+
+// DefaultDatabase is the database a statement without a name runs on (DATABASE_URL).
+const DefaultDatabase = "default"
+
+// Limits bound what one request may ask for.
+type Limits struct {
+	MaxStatements int
+	MaxRecords    int
+	MaxTimeout    time.Duration
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// Validate checks what can be checked without running anything; the error names the field.
+// knownDB reports whether a database name is configured.
+func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
+	if r.ID != "" && !idPattern.MatchString(r.ID) {
+		return invalid("id", "must be 1-128 characters of [A-Za-z0-9._:-]")
+	}
+	if len(r.SQL) == 0 && len(r.Kafka) == 0 {
+		return invalid("sql", "at least one of sql and kafka must be non-empty")
+	}
+	if l.MaxStatements > 0 && len(r.SQL) > l.MaxStatements {
+		return invalid("sql", fmt.Sprintf("%d statements, at most %d allowed", len(r.SQL), l.MaxStatements))
+	}
+	if l.MaxRecords > 0 && len(r.Kafka) > l.MaxRecords {
+		return invalid("kafka", fmt.Sprintf("%d records, at most %d allowed", len(r.Kafka), l.MaxRecords))
+	}
+	if r.Timeout < 0 || (l.MaxTimeout > 0 && r.Timeout > l.MaxTimeout) {
+		return invalid("timeout_ms", fmt.Sprintf("must be between 1 and %d", l.MaxTimeout.Milliseconds()))
+	}
+	for i := range r.SQL {
+		s := &r.SQL[i]
+		field := "sql[" + strconv.Itoa(i) + "]"
+		if s.Database == "" {
+			s.Database = DefaultDatabase
+		}
+		if !knownDB(s.Database) {
+			return invalid(field+".database", fmt.Sprintf("unknown database %q", s.Database))
+		}
+		if strings.TrimSpace(s.Statement) == "" {
+			return invalid(field+".statement", "must not be empty")
+		}
+		if kw := transactionControl(s.Statement); kw != "" {
+			return invalid(field+".statement", kw+" is not allowed: the coordinator controls the transaction")
+		}
+		for j, a := range s.Args {
+			if !isScalar(a) {
+				return invalid(fmt.Sprintf("%s.args[%d]", field, j), "must be a string, number, boolean or null")
+			}
+		}
+	}
+	for i, rec := range r.Kafka {
+		field := "kafka[" + strconv.Itoa(i) + "]"
+		if rec.Topic == "" {
+			return invalid(field+".topic", "must not be empty")
+		}
+		if rec.Partition != nil && *rec.Partition < 0 {
+			return invalid(field+".partition", "must not be negative")
+		}
+	}
+	return nil
+}
+
+// transactionControl returns the leading keyword of a statement that would end or split the
+// coordinator's transaction. (Several statements in one string are refused by PostgreSQL
+// itself: statements run through the extended protocol.)
+func transactionControl(stmt string) string {
+	fields := strings.Fields(strings.TrimLeft(stmt, "( \t\r\n"))
+	if len(fields) == 0 {
+		return ""
+	}
+	switch kw := strings.ToUpper(strings.TrimRight(fields[0], ";")); kw {
+	case "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "PREPARE", "SAVEPOINT", "RELEASE":
+		return kw
+	}
+	return ""
+}
+
+func isScalar(v any) bool {
+	switch v.(type) {
+	case nil, string, bool, float64, json.Number, int, int32, int64:
+		return true
+	}
+	return false
+}
+
+// Digest identifies the request's content for the idempotency check: the same id with the same
+// body returns the stored outcome, with another body it is refused.
+func (r *Request) Digest() []byte {
+	// The time budget is not part of the body's meaning: a retry with another timeout_ms is
+	// the same request.
+	b, _ := json.Marshal(struct {
+		SQL   []Statement `json:"sql"`
+		Kafka []Record    `json:"kafka"`
+	}{r.SQL, r.Kafka})
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+// Databases lists the databases the request touches, in first-use order.
+func (r *Request) Databases() []string {
+	var dbs []string
+	seen := map[string]bool{}
+	for _, s := range r.SQL {
+		if !seen[s.Database] {
+			seen[s.Database] = true
+			dbs = append(dbs, s.Database)
+		}
+	}
+	return dbs
+}
+
+func formatPreparedState(pid int64, epoch int16) string {
+	return strconv.FormatInt(pid, 10) + ":" + strconv.Itoa(int(epoch))
+}

@@ -1,0 +1,116 @@
+package coord
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is where a global transaction stands in the protocol. See doc.go for the diagram.
+type State string
+
+const (
+	StateActive     State = "active"     // begun; participants may hold work, nothing decided
+	StatePrepared   State = "prepared"   // every participant prepared; Kafka ids durable (I2)
+	StateCommitting State = "committing" // decided commit without Kafka; SQL phase 2 pending
+	StateCommitted  State = "committed"  // final: both sides committed
+	StateAborted    State = "aborted"    // final: both sides aborted
+	// StateHeuristic is an outcome the coordinator could not decide; an operator must look.
+	StateHeuristic State = "heuristic"
+	// StateHeuristicMixed means someone resolved a participant by hand against the decision.
+	StateHeuristicMixed State = "heuristic_mixed"
+)
+
+// Final reports whether no further protocol step will change the state.
+func (s State) Final() bool {
+	switch s {
+	case StateCommitted, StateAborted, StateHeuristic, StateHeuristicMixed:
+		return true
+	}
+	return false
+}
+
+// ParseState accepts the wire names of the states.
+func ParseState(s string) (State, bool) {
+	switch st := State(s); st {
+	case StateActive, StatePrepared, StateCommitting, StateCommitted, StateAborted,
+		StateHeuristic, StateHeuristicMixed:
+		return st, true
+	}
+	return "", false
+}
+
+// Transaction is the coordinator's record of one global transaction: what the log stores and
+// what the API returns.
+type Transaction struct {
+	ID        string       `json:"id"`
+	GID       string       `json:"gid"`
+	Instance  string       `json:"instance"`
+	State     State        `json:"state"`
+	Kafka     *KafkaState  `json:"kafka,omitempty"`
+	SQL       []SQLResult  `json:"sql,omitempty"`
+	SQLGIDs   []SQLGID     `json:"sql_gids,omitempty"`
+	Error     *ErrorDetail `json:"error,omitempty"`
+	CreatedAt time.Time    `json:"created_at"`
+	UpdatedAt time.Time    `json:"updated_at"`
+	// PreparedAt and FinishedAt are set when the transaction reached those points.
+	PreparedAt *time.Time `json:"prepared_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+
+	// Digest identifies the request body (idempotency); not part of the API.
+	Digest []byte `json:"-"`
+}
+
+// KafkaIDs are what it takes to finish an open Kafka transaction from anywhere: the
+// transactional.id and the producer id and epoch that EndTxn must carry.
+type KafkaIDs struct {
+	TransactionalID string `json:"transactional_id"`
+	ProducerID      int64  `json:"producer_id"`
+	ProducerEpoch   int16  `json:"producer_epoch"`
+}
+
+// PreparedState is the "producerId:epoch" form KIP-939 uses for PreparedTxnState.
+func (k KafkaIDs) PreparedState() string {
+	return formatPreparedState(k.ProducerID, k.ProducerEpoch)
+}
+
+// KafkaState is the Kafka side of a transaction.
+type KafkaState struct {
+	KafkaIDs
+	PreparedState string         `json:"prepared_state,omitempty"`
+	Records       []RecordOffset `json:"records"`
+}
+
+// RecordOffset is where one produced record landed.
+type RecordOffset struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// SQLResult is the outcome of one statement, in request order.
+type SQLResult struct {
+	Database     string           `json:"database"`
+	RowsAffected int64            `json:"rows_affected"`
+	Rows         []map[string]any `json:"rows,omitempty"`
+}
+
+// SQLGID names one prepared PostgreSQL transaction of a global transaction.
+type SQLGID struct {
+	Database string `json:"database"`
+	GID      string `json:"gid"`
+}
+
+// ErrorDetail says which participant refused and why.
+type ErrorDetail struct {
+	Participant string `json:"participant"`
+	Class       Class  `json:"class"`
+	Message     string `json:"message"`
+	SQLState    string `json:"sqlstate,omitempty"`
+}
+
+// Event is one entry of a transaction's audit trail.
+type Event struct {
+	State     State           `json:"state"`
+	Detail    json.RawMessage `json:"detail,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+}

@@ -1,0 +1,124 @@
+package kafkatxn
+
+import (
+	"context"
+	"errors"
+	"net"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// Sentinels of this package.
+var (
+	// ErrPoolExhausted: no transactional.id was free within the request's budget. Retriable: the
+	// pool is sized for the offered concurrency (DESIGN.md 8).
+	ErrPoolExhausted = errors.New("no transactional id free in the pool")
+	// ErrTimeoutTooLarge: the configured transaction timeout exceeds the broker's
+	// transaction.max.timeout.ms; every InitProducerId would fail.
+	ErrTimeoutTooLarge = errors.New("transaction timeout exceeds the broker's transaction.max.timeout.ms")
+
+	errUnknownTopic = kerr.UnknownTopicOrPartition
+)
+
+// classify turns a franz-go or Kafka error into a coord.Failure with its KIP-1050 group. It is
+// the one place where Kafka errors get their meaning; every retry rule is written here.
+func classify(err error) *coord.Failure {
+	if err == nil {
+		return nil
+	}
+	f := &coord.Failure{Participant: coord.ParticipantKafka, Err: err}
+	var ke *kerr.Error
+	switch {
+	case errors.Is(err, ErrPoolExhausted):
+		// The caller may retry; nothing was started.
+		f.Class, f.Unavailable = coord.ClassRetriable, true
+	case errors.Is(err, coord.ErrKafkaAborted):
+		f.Class = coord.ClassAbortable
+	case errors.As(err, &ke):
+		f.Class = classifyCode(ke)
+	case isConnError(err):
+		// The broker is unreachable: nothing can have been committed by us; safe to retry.
+		f.Class, f.Unavailable = coord.ClassRetriable, true
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, kgo.ErrRecordTimeout),
+		errors.Is(err, kgo.ErrRecordRetries):
+		// Out of time inside the budget: this transaction cannot commit, the producer is fine.
+		f.Class = coord.ClassAbortable
+	case errors.Is(err, kgo.ErrAborting), errors.Is(err, context.Canceled):
+		f.Class = coord.ClassAbortable
+	default:
+		f.Class = coord.ClassAbortable
+	}
+	return f
+}
+
+// classifyCode maps a Kafka error code to its KIP-1050 group.
+func classifyCode(ke *kerr.Error) coord.Class {
+	switch ke {
+	case kerr.ProducerFenced, kerr.InvalidProducerEpoch, kerr.TransactionCoordinatorFenced,
+		kerr.InvalidProducerIDMapping, kerr.UnknownProducerID:
+		// Application-recoverable: someone else initialised our transactional.id (or the broker
+		// lost our producer state). Abort, recreate the producer, and find out why.
+		return coord.ClassFenced
+	case kerr.TopicAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed,
+		kerr.ClusterAuthorizationFailed, kerr.InvalidTransactionTimeout, kerr.UnsupportedVersion,
+		kerr.UnsupportedForMessageFormat, kerr.SaslAuthenticationFailed, kerr.InvalidConfig,
+		kerr.UnsupportedCompressionType, kerr.InvalidRequiredAcks:
+		// Invalid configuration: retrying cannot help.
+		return coord.ClassInvalidConfig
+	case kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord,
+		kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.InvalidTopicException,
+		kerr.TransactionAbortable, kerr.InvalidTxnState, kerr.InvalidTimestamp,
+		kerr.CorruptMessage:
+		// Abortable: this transaction cannot commit; the producer stays usable after an abort.
+		return coord.ClassAbortable
+	}
+	if ke.Retriable {
+		// Retriable: kgo retried inside the budget already (leader moves, NOT_ENOUGH_REPLICAS,
+		// coordinator loading); the request as a whole may be retried by the caller.
+		return coord.ClassRetriable
+	}
+	return coord.ClassAbortable
+}
+
+// endTxnRetriable lists the EndTxn answers that a resend with the same ids may turn into a
+// clear outcome. kgo itself only retries coordinator moves; CONCURRENT_TRANSACTIONS (the
+// previous transaction on the id is still completing) must be retried by us.
+func endTxnRetriable(err error) bool {
+	switch {
+	case errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, kerr.CoordinatorLoadInProgress),
+		errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.NotCoordinator),
+		errors.Is(err, kerr.RequestTimedOut), errors.Is(err, kerr.NetworkException):
+		return true
+	}
+	return isConnError(err)
+}
+
+// endTxnAborted reports the EndTxn(commit) answers that mean Kafka aborted the transaction.
+// After a timeout abort the coordinator answers INVALID_TXN_STATE (the transaction is no longer
+// ongoing and did not commit at this epoch); TRANSACTION_ABORTABLE asks for an abort.
+// PRODUCER_FENCED is not here: on transactions v2 it also answers a late commit after the id was
+// reused, so it is ambiguous and goes to the outcome oracle (I7).
+func endTxnAborted(err error) bool {
+	return errors.Is(err, kerr.InvalidTxnState) || errors.Is(err, kerr.TransactionAbortable)
+}
+
+// producerBroken reports errors after which the kgo client must be recreated before the id
+// serves another transaction.
+func producerBroken(err error) bool {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return classifyCode(ke) == coord.ClassFenced || ke == kerr.OperationNotAttempted
+	}
+	return err != nil
+}
+
+func isConnError(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &oe) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, kgo.ErrClientClosed)
+}

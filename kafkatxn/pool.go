@@ -1,0 +1,298 @@
+package kafkatxn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// Config configures the Kafka participant.
+type Config struct {
+	Brokers []string
+	// IDPrefix and Instance make the pool's transactional ids: <IDPrefix>-<Instance>-<n>. They are
+	// stable per instance, so a restarted instance finds its own ids again (I8).
+	IDPrefix string
+	Instance string
+	PoolSize int
+	// TransactionTimeout is the producer's transaction.timeout.ms: Kafka aborts a transaction
+	// left open longer. It must not exceed the broker's transaction.max.timeout.ms.
+	TransactionTimeout time.Duration
+	// ClientOpts are added to every client (TLS, SASL, …).
+	ClientOpts []kgo.Opt
+	Logger     *slog.Logger
+}
+
+// Pool leases transactional producers, one kgo client per transactional.id.
+//
+// Invariant I1 is enforced here: an id is in the free list only while no global transaction
+// uses it; an id whose transaction is in doubt is quarantined and never handed out again by
+// this pool.
+type Pool struct {
+	cfg   Config
+	admin *kgo.Client // non-transactional: raw EndTxn, metadata, broker configs
+	adm   *kadm.Client
+	free  chan *producer
+
+	mu          sync.Mutex
+	quarantined map[string]bool
+	topics      map[string]topicInfo
+}
+
+type producer struct {
+	id     string
+	cl     *kgo.Client
+	broken bool // the client must be recreated before the id serves another transaction
+}
+
+type topicInfo struct {
+	partitions int
+	checked    time.Time
+}
+
+// topicCacheTTL bounds how long a known topic's partition count is trusted.
+const topicCacheTTL = 30 * time.Second
+
+// NewPool connects to Kafka, checks the broker's limits and initialises the pool's producers.
+// Ids listed in quarantined belong to in-doubt transactions and are left alone: initialising
+// them would abort their open transaction (I1, I6).
+func NewPool(ctx context.Context, cfg Config, quarantined []string) (*Pool, error) {
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("kafka: no brokers configured")
+	}
+	if cfg.PoolSize <= 0 {
+		cfg.PoolSize = 32
+	}
+	if cfg.TransactionTimeout <= 0 {
+		cfg.TransactionTimeout = 60 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	p := &Pool{
+		cfg:         cfg,
+		admin:       admin,
+		adm:         kadm.NewClient(admin),
+		free:        make(chan *producer, cfg.PoolSize),
+		quarantined: map[string]bool{},
+		topics:      map[string]topicInfo{},
+	}
+	for _, id := range quarantined {
+		p.quarantined[id] = true
+	}
+	if err := p.checkBroker(ctx); err != nil {
+		admin.Close()
+		return nil, err
+	}
+	if err := p.fill(ctx); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// TransactionalID returns the n-th id of this instance's pool.
+func (p *Pool) TransactionalID(n int) string {
+	return p.cfg.IDPrefix + "-" + p.cfg.Instance + "-" + strconv.Itoa(n)
+}
+
+// checkBroker refuses a transaction timeout the broker would refuse on every InitProducerId.
+func (p *Pool) checkBroker(ctx context.Context) error {
+	rcs, err := p.adm.DescribeBrokerConfigs(ctx)
+	if err != nil {
+		return fmt.Errorf("kafka: describe broker configs at %v: %w", p.cfg.Brokers, err)
+	}
+	for _, rc := range rcs {
+		for _, c := range rc.Configs {
+			if c.Key != "transaction.max.timeout.ms" || c.Value == nil {
+				continue
+			}
+			ms, err := strconv.ParseInt(*c.Value, 10, 64)
+			if err != nil {
+				continue
+			}
+			if max := time.Duration(ms) * time.Millisecond; p.cfg.TransactionTimeout > max {
+				return fmt.Errorf("%w: KAFKA_TRANSACTION_TIMEOUT=%s but broker %s has transaction.max.timeout.ms=%d (%s); lower the setting or raise the broker's",
+					ErrTimeoutTooLarge, p.cfg.TransactionTimeout, rc.Name, ms, max)
+			}
+			return nil
+		}
+	}
+	p.cfg.Logger.Warn("broker does not report transaction.max.timeout.ms; not checked")
+	return nil
+}
+
+// fill creates one client per non-quarantined id and initialises its producer id concurrently.
+// InitProducerId aborts whatever a previous run left open on the id, which I6 allows because
+// the id is not quarantined.
+func (p *Pool) fill(ctx context.Context) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for n := 0; n < p.cfg.PoolSize; n++ {
+		id := p.TransactionalID(n)
+		if p.quarantined[id] {
+			p.cfg.Logger.Warn("transactional id quarantined: its transaction is in doubt", "transactional_id", id)
+			continue
+		}
+		pr, err := p.newProducer(id)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, err := pr.cl.ProducerID(ctx); err != nil {
+				mu.Lock()
+				first = errors.Join(first, fmt.Errorf("kafka: init producer id %s: %w", id, err))
+				mu.Unlock()
+			}
+			p.free <- pr
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+func (p *Pool) newProducer(id string) (*producer, error) {
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(p.cfg.Brokers...),
+		kgo.TransactionalID(id),
+		kgo.TransactionTimeout(p.cfg.TransactionTimeout),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+		// Topics are checked before a transaction begins (Txn.Begin); a topic deleted since
+		// fails the record after one metadata refresh instead of four.
+		kgo.UnknownTopicRetries(1),
+	}, p.cfg.ClientOpts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: client for %s: %w", id, err)
+	}
+	return &producer{id: id, cl: cl}, nil
+}
+
+// Acquire leases a free transactional id, waiting within ctx's budget.
+func (p *Pool) Acquire(ctx context.Context) (coord.KafkaTxn, error) {
+	select {
+	case pr := <-p.free:
+		return &Txn{pool: p, p: pr}, nil
+	case <-ctx.Done():
+		return nil, classify(fmt.Errorf("%w: %w", ErrPoolExhausted, context.Cause(ctx)))
+	}
+}
+
+// release returns a producer to the free list, recreating a broken client first: the new
+// client's first transaction re-initialises the id, aborting anything left open on it. keep
+// false quarantines the id instead (I1).
+func (p *Pool) release(pr *producer, keep bool) {
+	if !keep {
+		pr.cl.Close()
+		p.mu.Lock()
+		p.quarantined[pr.id] = true
+		p.mu.Unlock()
+		p.cfg.Logger.Warn("transactional id quarantined until its transaction is resolved", "transactional_id", pr.id)
+		return
+	}
+	if pr.broken {
+		pr.cl.Close()
+		npr, err := p.newProducer(pr.id)
+		if err != nil {
+			p.cfg.Logger.Error("recreate kafka client failed; id quarantined", "transactional_id", pr.id, "error", err)
+			p.mu.Lock()
+			p.quarantined[pr.id] = true
+			p.mu.Unlock()
+			return
+		}
+		pr = npr
+	}
+	p.free <- pr
+}
+
+// Quarantined lists the ids withheld from use.
+func (p *Pool) Quarantined() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids := make([]string, 0, len(p.quarantined))
+	for id := range p.quarantined {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// checkTopics fails fast, before a transaction begins, on a record whose topic or partition does
+// not exist, instead of after the producer's metadata retries.
+func (p *Pool) checkTopics(ctx context.Context, recs []coord.Record) error {
+	var missing []string
+	now := time.Now()
+	p.mu.Lock()
+	for _, r := range recs {
+		if ti, ok := p.topics[r.Topic]; !ok || now.Sub(ti.checked) > topicCacheTTL ||
+			(r.Partition != nil && int(*r.Partition) >= ti.partitions) {
+			missing = append(missing, r.Topic)
+		}
+	}
+	p.mu.Unlock()
+	if len(missing) == 0 {
+		return nil
+	}
+	details, err := p.adm.ListTopics(ctx, missing...)
+	if err != nil {
+		return fmt.Errorf("metadata for topics %v: %w", missing, err)
+	}
+	p.mu.Lock()
+	for _, d := range details {
+		if d.Err == nil {
+			p.topics[d.Topic] = topicInfo{partitions: len(d.Partitions), checked: now}
+		}
+	}
+	p.mu.Unlock()
+	for i, r := range recs {
+		d, ok := details[r.Topic]
+		if !ok && !p.known(r.Topic) {
+			return fmt.Errorf("kafka[%d]: topic %q: %w", i, r.Topic, errUnknownTopic)
+		}
+		if ok && d.Err != nil {
+			return fmt.Errorf("kafka[%d]: topic %q: %w", i, r.Topic, d.Err)
+		}
+		if r.Partition != nil && ok && int(*r.Partition) >= len(d.Partitions) {
+			return fmt.Errorf("kafka[%d]: topic %q has %d partitions, no partition %d: %w",
+				i, r.Topic, len(d.Partitions), *r.Partition, errUnknownTopic)
+		}
+	}
+	return nil
+}
+
+func (p *Pool) known(topic string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.topics[topic]
+	return ok
+}
+
+// Close closes every client. Open transactions are not aborted (kgo's Close does not abort).
+func (p *Pool) Close() {
+	for {
+		select {
+		case pr := <-p.free:
+			pr.cl.Close()
+		default:
+			p.admin.Close()
+			return
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package kafkatxn
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// Txn is one Kafka transaction on a leased transactional.id.
+type Txn struct {
+	pool  *Pool
+	p     *producer
+	began bool
+
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	offsets  []coord.RecordOffset
+	firstErr error
+	released bool
+}
+
+var _ coord.KafkaTxn = (*Txn)(nil)
+
+// TransactionalID is the leased id.
+func (t *Txn) TransactionalID() string { return t.p.id }
+
+// Begin checks the topics, begins the transaction and hands the records to the producer.
+func (t *Txn) Begin(ctx context.Context, recs []coord.Record) error {
+	if err := t.pool.checkTopics(ctx, recs); err != nil {
+		return classify(err)
+	}
+	if err := t.p.cl.BeginTransaction(); err != nil {
+		t.p.broken = true
+		return classify(fmt.Errorf("begin transaction: %w", err))
+	}
+	t.began = true
+	t.offsets = make([]coord.RecordOffset, len(recs))
+	for i, r := range recs {
+		t.wg.Add(1)
+		t.p.cl.Produce(ctx, toKgo(r), func(kr *kgo.Record, err error) {
+			defer t.wg.Done()
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if err != nil {
+				if t.firstErr == nil {
+					t.firstErr = fmt.Errorf("kafka[%d] to %s: %w", i, kr.Topic, err)
+				}
+				return
+			}
+			t.offsets[i] = coord.RecordOffset{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset}
+		})
+	}
+	return nil
+}
+
+func toKgo(r coord.Record) *kgo.Record {
+	kr := &kgo.Record{Topic: r.Topic}
+	if r.Key != nil {
+		kr.Key = []byte(*r.Key)
+	}
+	if r.Value != nil {
+		kr.Value = []byte(*r.Value)
+	}
+	if r.Partition != nil {
+		kr.Partition = *r.Partition
+	}
+	for k, v := range r.Headers {
+		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	}
+	return kr
+}
+
+// Prepare flushes and checks every record's result. kgo's Flush answers nil even when records
+// failed, and a commit would then commit the transaction without them: so every promise's
+// error is checked here, and any error fails phase 1.
+func (t *Txn) Prepare(ctx context.Context) (coord.KafkaState, error) {
+	if err := t.p.cl.Flush(ctx); err != nil {
+		return coord.KafkaState{}, classify(fmt.Errorf("flush: %w", err))
+	}
+	done := make(chan struct{})
+	go func() { t.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return coord.KafkaState{}, classify(fmt.Errorf("waiting for record results: %w", context.Cause(ctx)))
+	}
+	t.mu.Lock()
+	err := t.firstErr
+	t.mu.Unlock()
+	if err != nil {
+		return coord.KafkaState{}, classify(err)
+	}
+	// With transactions v2 the epoch read after the flush is the one EndTxn commits.
+	pid, epoch, err := t.p.cl.ProducerID(ctx)
+	if err != nil {
+		t.p.broken = true
+		return coord.KafkaState{}, classify(fmt.Errorf("producer id: %w", err))
+	}
+	return coord.KafkaState{
+		KafkaIDs: coord.KafkaIDs{TransactionalID: t.p.id, ProducerID: pid, ProducerEpoch: epoch},
+		Records:  t.offsets,
+	}, nil
+}
+
+// Commit sends EndTxn(commit) through the producer. When the answer is not a clear success the
+// client is marked for recreation: kgo refuses to retry a commit whose outcome is unknown, so the
+// coordinator continues with a raw EndTxn by ids (Pool.EndTxn).
+func (t *Txn) Commit(ctx context.Context) error {
+	err := t.p.cl.EndTransaction(ctx, kgo.TryCommit)
+	if err == nil {
+		return nil
+	}
+	t.p.broken = true
+	if endTxnAborted(err) {
+		return classify(fmt.Errorf("%w: %w", coord.ErrKafkaAborted, err))
+	}
+	return classify(fmt.Errorf("end transaction (commit): %w", err))
+}
+
+// Abort aborts the transaction: buffered records are failed, then EndTxn(abort). Allowed only
+// before the decision (I3); the coordinator never calls it after logging prepared.
+func (t *Txn) Abort(ctx context.Context) error {
+	if !t.began {
+		return nil
+	}
+	if err := t.p.cl.AbortBufferedRecords(ctx); err != nil {
+		t.p.broken = true
+		return classify(fmt.Errorf("abort buffered records: %w", err))
+	}
+	if err := t.p.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.p.broken = true
+		return classify(fmt.Errorf("end transaction (abort): %w", err))
+	}
+	return nil
+}
+
+// Release returns the id to the pool, or quarantines it (keep=false) while its transaction is
+// in doubt (I1). Only the first call counts.
+func (t *Txn) Release(keep bool) {
+	t.mu.Lock()
+	if t.released {
+		t.mu.Unlock()
+		return
+	}
+	t.released = true
+	t.mu.Unlock()
+	if keep && t.began {
+		// The promises must all have run before the client serves another transaction.
+		t.wg.Wait()
+	}
+	t.pool.release(t.p, keep)
+}

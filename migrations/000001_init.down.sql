@@ -1,0 +1,3 @@
+DROP TABLE IF EXISTS coordinator_events;
+DROP TABLE IF EXISTS coordinator_transactions;
+DROP TABLE IF EXISTS coordinator_markers;

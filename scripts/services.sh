@@ -1,0 +1,570 @@
+#!/usr/bin/env bash
+# Test services for kpgtx: a dedicated PostgreSQL cluster and a single-node
+# Apache Kafka 4.x broker (KRaft), both without Docker, both on 127.0.0.1.
+#
+#   scripts/services.sh start    install what is missing, start both, print env
+#   scripts/services.sh stop     stop both (harmless when not running)
+#   scripts/services.sh status   say what runs
+#   scripts/services.sh env      print the export lines for the tests
+#   scripts/services.sh reset    stop and delete the data (not the jar cache)
+#
+# Settings (environment):
+#   SERVICES_DIR           data, logs, pid files   (/var/tmp/kpgtx-services)
+#   PG_PORT                PostgreSQL port          (55432)
+#   KAFKA_PORT             Kafka client port        (19092)
+#   KAFKA_CONTROLLER_PORT  KRaft controller port    (19093)
+#   KAFKA_VERSION          Kafka version            (4.4.0, falls back to 4.1.1)
+#   KAFKA_CACHE            jar cache of one version ($HOME/.cache/kpgtx/kafka-<ver>)
+#   KAFKA_HEAP             broker heap              (1g)
+#   SERVICES_TIMEOUT       seconds to wait for readiness (120)
+#
+# Idempotent: start on running services only checks them and prints env.
+# As root, PostgreSQL runs as the OS user `postgres`; as any other user it
+# runs as that user.
+set -euo pipefail
+
+SERVICES_DIR=${SERVICES_DIR:-/var/tmp/kpgtx-services}
+PG_PORT=${PG_PORT:-55432}
+KAFKA_PORT=${KAFKA_PORT:-19092}
+KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-19093}
+KAFKA_HEAP=${KAFKA_HEAP:-1g}
+SERVICES_TIMEOUT=${SERVICES_TIMEOUT:-120}
+PG_DATABASES=(coordinator coordinator2)
+# First the requested/default version, then the fallback.
+KAFKA_VERSIONS=("${KAFKA_VERSION:-4.4.0}")
+[[ "${KAFKA_VERSIONS[0]}" == 4.1.1 ]] || KAFKA_VERSIONS+=(4.1.1)
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+KAFKA_POM="$SCRIPT_DIR/kafka/pom.xml"
+
+PG_DIR="$SERVICES_DIR/pg"
+PGDATA="$PG_DIR/data"
+PG_LOG="$PG_DIR/postgres.log"
+KAFKA_DIR="$SERVICES_DIR/kafka"
+KAFKA_DATA="$SERVICES_DIR/kafka-data"
+KAFKA_PID="$KAFKA_DIR/kafka.pid"
+KAFKA_LOG="$KAFKA_DIR/server.log"
+KAFKA_OUT="$KAFKA_DIR/stdout.log"
+KAFKA_PROPS="$KAFKA_DIR/server.properties"
+KAFKA_LOG4J="$KAFKA_DIR/log4j2.xml"
+KAFKA_LIBS_FILE="$KAFKA_DIR/libs.path"
+KAFKA_PROBE_TOPIC=_kpgtx_readiness
+
+log() { printf '[services] %s\n' "$*" >&2; }
+die() { printf '[services] ERROR: %s\n' "$*" >&2; exit 1; }
+
+is_root() { [[ $(id -u) -eq 0 ]]; }
+
+APT_UPDATED=0
+apt_install() {
+  is_root || die "missing packages ($*); install them or run as root"
+  export DEBIAN_FRONTEND=noninteractive
+  # Try without an index refresh first: fast when the lists are current.
+  if ! apt-get install -y -q --no-install-recommends "$@" >&2; then
+    if [[ $APT_UPDATED -eq 0 ]]; then
+      apt-get update -q >&2
+      APT_UPDATED=1
+    fi
+    apt-get install -y -q --no-install-recommends "$@" >&2
+  fi
+}
+
+# ---------------------------------------------------------------- PostgreSQL
+
+PG_BIN=""
+find_pg_bin() {
+  local d v=""
+  PG_BIN=""
+  # An existing cluster needs the binaries of its own major version.
+  if [[ -r "$PGDATA/PG_VERSION" ]]; then
+    v=$(cat "$PGDATA/PG_VERSION")
+    d=/usr/lib/postgresql/$v/bin
+    if [[ -x "$d/pg_ctl" && -x "$d/psql" && -x "$d/pg_isready" ]]; then
+      PG_BIN=$d
+      return 0
+    fi
+  fi
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+    if [[ -x "$d/initdb" && -x "$d/pg_ctl" && -x "$d/psql" && -x "$d/pg_isready" ]]; then
+      PG_BIN=$d
+      return 0
+    fi
+  done
+  return 1
+}
+
+ensure_pg_installed() {
+  find_pg_bin && return 0
+  local v=15
+  [[ -r "$PGDATA/PG_VERSION" ]] && v=$(cat "$PGDATA/PG_VERSION")
+  log "PostgreSQL not found: installing postgresql-$v"
+  # Debian's postinst also creates its default cluster `main` on 5432; this
+  # script leaves it alone and uses its own cluster.
+  apt_install "postgresql-$v" "postgresql-client-$v" || apt_install postgresql postgresql-client
+  find_pg_bin || die "PostgreSQL binaries not found after install"
+}
+
+# PostgreSQL refuses to run as root: root switches to `postgres`.
+PG_OS_USER=$(id -un)
+is_root && PG_OS_USER=postgres
+
+as_pg() {
+  if is_root; then
+    # cd /: the postgres user may not be able to read root's cwd.
+    (cd / && runuser -u "$PG_OS_USER" -- "$@")
+  else
+    "$@"
+  fi
+}
+
+pg_running() {
+  [[ -n "$PG_BIN" ]] || find_pg_bin || return 1
+  [[ -f "$PGDATA/PG_VERSION" ]] || return 1
+  as_pg "$PG_BIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1
+}
+
+pg_ready() {
+  "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres
+}
+
+psql_admin() {
+  PGCONNECT_TIMEOUT=5 "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" \
+    -U postgres -d postgres "$@"
+}
+
+pg_write_conf() {
+  # Regenerated on every start so that PG_PORT changes take effect.
+  as_pg tee "$PGDATA/kpgtx.conf" >/dev/null <<EOF
+# Written by scripts/services.sh: overwritten on every start.
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = ''
+max_connections = 300
+max_prepared_transactions = 200
+fsync = on
+synchronous_commit = on
+full_page_writes = on
+shared_buffers = 128MB
+log_min_messages = warning
+log_line_prefix = '%m [%p] %q%u@%d '
+EOF
+}
+
+pg_start() {
+  ensure_pg_installed
+  mkdir -p "$SERVICES_DIR"
+  chmod 755 "$SERVICES_DIR" 2>/dev/null || true
+  if [[ ! -d "$PG_DIR" ]]; then
+    mkdir -p "$PG_DIR"
+  fi
+  if is_root; then
+    chown "$PG_OS_USER:" "$PG_DIR"
+  fi
+
+  if [[ ! -f "$PGDATA/PG_VERSION" ]]; then
+    log "PostgreSQL: initdb $PGDATA (as $PG_OS_USER)"
+    rm -rf "$PGDATA"
+    as_pg "$PG_BIN/initdb" -D "$PGDATA" -U postgres --auth=trust \
+      --encoding=UTF8 --locale=C >"$SERVICES_DIR/pg-initdb.log" 2>&1 \
+      || { cat "$SERVICES_DIR/pg-initdb.log" >&2; die "initdb failed"; }
+    as_pg sh -c "printf '\ninclude_if_exists = '\''kpgtx.conf'\''\n' >> '$PGDATA/postgresql.conf'"
+  fi
+
+  if pg_running; then
+    log "PostgreSQL: already running ($PGDATA)"
+  else
+    pg_write_conf
+    log "PostgreSQL: starting on 127.0.0.1:$PG_PORT"
+    if ! as_pg "$PG_BIN/pg_ctl" -D "$PGDATA" -l "$PG_LOG" -w -t "$SERVICES_TIMEOUT" start >/dev/null; then
+      tail -n 40 "$PG_LOG" >&2 || true
+      die "PostgreSQL did not start (log: $PG_LOG)"
+    fi
+  fi
+
+  local i
+  for ((i = 0; i < SERVICES_TIMEOUT * 2; i++)); do
+    pg_ready && break
+    sleep 0.5
+  done
+  if ! pg_ready; then
+    tail -n 40 "$PG_LOG" >&2 || true
+    die "PostgreSQL does not answer on 127.0.0.1:$PG_PORT (log: $PG_LOG)"
+  fi
+
+  local db
+  for db in "${PG_DATABASES[@]}"; do
+    if [[ -z $(psql_admin -tA -c "SELECT 1 FROM pg_database WHERE datname = '$db'") ]]; then
+      log "PostgreSQL: creating database $db"
+      psql_admin -c "CREATE DATABASE \"$db\""
+    fi
+  done
+
+  local mpt
+  mpt=$(psql_admin -tA -c "SHOW max_prepared_transactions")
+  [[ "$mpt" -gt 0 ]] || die "PostgreSQL runs with max_prepared_transactions=$mpt (another server on port $PG_PORT?)"
+  log "PostgreSQL: ready (max_prepared_transactions=$mpt)"
+}
+
+pg_stop() {
+  find_pg_bin || return 0
+  if pg_running; then
+    log "PostgreSQL: stopping"
+    as_pg "$PG_BIN/pg_ctl" -D "$PGDATA" -m fast -w -t 60 stop >/dev/null
+  fi
+}
+
+pg_status() {
+  if pg_running && pg_ready; then
+    echo "postgres: running on 127.0.0.1:$PG_PORT (data $PGDATA, log $PG_LOG)"
+  elif pg_running; then
+    echo "postgres: process running but not answering on 127.0.0.1:$PG_PORT"
+  else
+    echo "postgres: not running"
+  fi
+}
+
+# --------------------------------------------------------------------- Kafka
+
+ensure_java() {
+  command -v java >/dev/null 2>&1 && return 0
+  log "java not found: installing openjdk-17-jre-headless"
+  apt_install openjdk-17-jre-headless
+}
+
+ensure_maven() {
+  command -v mvn >/dev/null 2>&1 && return 0
+  log "mvn not found: installing maven"
+  apt_install maven
+}
+
+kafka_cache_dir() { echo "${KAFKA_CACHE:-$HOME/.cache/kpgtx/kafka-$1}"; }
+
+# A cache is complete when its marker names the version (written last).
+kafka_cache_ok() {
+  local dir
+  dir=$(kafka_cache_dir "$1")
+  [[ -f "$dir/.complete" && "$(cat "$dir/.complete")" == "$1" ]] \
+    && compgen -G "$dir/libs/kafka_2.13-$1.jar" >/dev/null
+}
+
+kafka_fetch() {
+  local ver=$1 dir
+  dir=$(kafka_cache_dir "$ver")
+  ensure_maven
+  log "Kafka $ver: fetching jars from Maven Central into $dir/libs"
+  mkdir -p "$dir"
+  rm -rf "$dir/libs.tmp" "$dir/.complete"
+  if ! mvn -q -B -f "$KAFKA_POM" -Dkafka.version="$ver" \
+      dependency:copy-dependencies -DincludeScope=runtime \
+      -DoutputDirectory="$dir/libs.tmp" >"$dir/mvn.log" 2>&1; then
+    tail -n 20 "$dir/mvn.log" >&2 || true
+    rm -rf "$dir/libs.tmp"
+    return 1
+  fi
+  rm -rf "$dir/libs"
+  mv "$dir/libs.tmp" "$dir/libs"
+  echo "$ver" >"$dir/.complete"
+}
+
+KAFKA_VER=""
+KAFKA_LIBS=""
+ensure_kafka_libs() {
+  local v
+  for v in "${KAFKA_VERSIONS[@]}"; do
+    if kafka_cache_ok "$v"; then
+      KAFKA_VER=$v
+      KAFKA_LIBS="$(kafka_cache_dir "$v")/libs"
+      return 0
+    fi
+  done
+  for v in "${KAFKA_VERSIONS[@]}"; do
+    if kafka_fetch "$v"; then
+      KAFKA_VER=$v
+      KAFKA_LIBS="$(kafka_cache_dir "$v")/libs"
+      return 0
+    fi
+    log "Kafka $v: could not fetch, trying the next version"
+  done
+  die "could not fetch any Kafka version (${KAFKA_VERSIONS[*]})"
+}
+
+kafka_pid() {
+  local pid
+  [[ -f "$KAFKA_PID" ]] || return 1
+  pid=$(cat "$KAFKA_PID")
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  # Guard against a reused pid.
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka' || return 1
+  echo "$pid"
+}
+
+kafka_port_open() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$KAFKA_PORT") 2>/dev/null
+}
+
+# Run a Kafka CLI class with the broker's classpath, quiet logging.
+kafka_tool() {
+  local cls=$1
+  shift
+  timeout 60 java -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
+    -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2-tools.xml" \
+    -cp "$KAFKA_LIBS/*" "$cls" "$@"
+}
+
+kafka_write_config() {
+  mkdir -p "$KAFKA_DIR" "$KAFKA_DATA"
+  cat >"$KAFKA_PROPS" <<EOF
+# Written by scripts/services.sh: overwritten on every start.
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=127.0.0.1:$KAFKA_CONTROLLER_PORT
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$KAFKA_DATA
+
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+auto.create.topics.enable=false
+delete.topic.enable=true
+
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+group.initial.rebalance.delay.ms=0
+
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+transaction.max.timeout.ms=900000
+# Scan for timed-out transactions every second (default 10 s) so that the
+# broker's abort of a timed-out transaction shows up quickly in tests.
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
+
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+
+num.network.threads=2
+num.io.threads=4
+EOF
+
+  cat >"$KAFKA_LOG4J" <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<!-- Written by scripts/services.sh. -->
+<Configuration status="WARN">
+  <Appenders>
+    <File name="file" fileName="$KAFKA_LOG" append="true">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Root level="WARN"><AppenderRef ref="file"/></Root>
+    <Logger name="kafka.Kafka" level="INFO"/>
+    <Logger name="kafka.server.KafkaRaftServer" level="INFO"/>
+    <Logger name="kafka.server.BrokerServer" level="INFO"/>
+  </Loggers>
+</Configuration>
+EOF
+
+  cat >"$KAFKA_DIR/log4j2-tools.xml" <<'EOF'
+<?xml version="1.0" encoding="UTF-8"?>
+<!-- Written by scripts/services.sh: CLI tools log errors only, to stderr. -->
+<Configuration status="WARN">
+  <Appenders>
+    <Console name="stderr" target="SYSTEM_ERR">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </Console>
+  </Appenders>
+  <Loggers>
+    <Root level="ERROR"><AppenderRef ref="stderr"/></Root>
+  </Loggers>
+</Configuration>
+EOF
+}
+
+kafka_format() {
+  [[ -f "$KAFKA_DATA/meta.properties" ]] && return 0
+  local cid
+  if [[ -s "$KAFKA_DIR/cluster.id" ]]; then
+    cid=$(cat "$KAFKA_DIR/cluster.id")
+  else
+    cid=$(kafka_tool kafka.tools.StorageTool random-uuid | tail -n 1)
+    [[ "$cid" =~ ^[A-Za-z0-9_-]{22}$ ]] || die "bad cluster id from StorageTool: $cid"
+    echo "$cid" >"$KAFKA_DIR/cluster.id"
+  fi
+  log "Kafka: formatting $KAFKA_DATA (cluster id $cid)"
+  kafka_tool kafka.tools.StorageTool format --standalone -t "$cid" -c "$KAFKA_PROPS" \
+    >"$KAFKA_DIR/format.log" 2>&1 \
+    || { cat "$KAFKA_DIR/format.log" >&2; die "kafka storage format failed"; }
+}
+
+kafka_fail() {
+  log "$1"
+  log "---- tail of $KAFKA_OUT"
+  tail -n 30 "$KAFKA_OUT" >&2 2>/dev/null || true
+  log "---- tail of $KAFKA_LOG"
+  tail -n 60 "$KAFKA_LOG" >&2 2>/dev/null || true
+  exit 1
+}
+
+# Readiness: the port answers, the admin API lists topics, and a
+# transactional produce + a consumer-group read go through. The last two also
+# create __transaction_state and __consumer_offsets, so the first test does
+# not pay for (or time out on) their creation.
+kafka_wait_ready() {
+  local deadline=$((SECONDS + SERVICES_TIMEOUT)) pid bs="127.0.0.1:$KAFKA_PORT"
+  until kafka_port_open; do
+    pid=$(kafka_pid) || kafka_fail "Kafka exited during startup"
+    ((SECONDS < deadline)) || kafka_fail "Kafka port $KAFKA_PORT did not open in ${SERVICES_TIMEOUT}s"
+    sleep 0.5
+  done
+  until kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" --list >/dev/null 2>&1; do
+    kafka_pid >/dev/null || kafka_fail "Kafka exited during startup"
+    ((SECONDS < deadline)) || kafka_fail "Kafka admin API not ready in ${SERVICES_TIMEOUT}s"
+    sleep 1
+  done
+  local probe_log="$KAFKA_DIR/probe.log"
+  : >"$probe_log"
+  until kafka_probe >>"$probe_log" 2>&1; do
+    kafka_pid >/dev/null || kafka_fail "Kafka exited during startup"
+    if ((SECONDS >= deadline)); then
+      tail -n 30 "$probe_log" >&2 || true
+      kafka_fail "Kafka transactional produce/consume probe failed for ${SERVICES_TIMEOUT}s"
+    fi
+    sleep 1
+  done
+}
+
+kafka_probe() {
+  local bs="127.0.0.1:$KAFKA_PORT"
+  kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" --create --if-not-exists \
+    --topic "$KAFKA_PROBE_TOPIC" --partitions 1 --replication-factor 1 || return 1
+  kafka_tool org.apache.kafka.tools.ProducerPerformance --topic "$KAFKA_PROBE_TOPIC" \
+    --num-records 10 --record-size 16 --throughput -1 \
+    --transactional-id kpgtx-readiness-probe --transaction-duration-ms 50 \
+    --producer-props "bootstrap.servers=$bs" acks=all || return 1
+  kafka_tool org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" \
+    --topic "$KAFKA_PROBE_TOPIC" --group kpgtx-readiness-probe --messages 1 \
+    --timeout 30000 || return 1
+}
+
+kafka_start() {
+  ensure_java
+  ensure_kafka_libs
+  mkdir -p "$KAFKA_DIR"
+  echo "$KAFKA_LIBS" >"$KAFKA_LIBS_FILE"
+  local pid
+  if pid=$(kafka_pid); then
+    if kafka_port_open; then
+      log "Kafka: already running (pid $pid, version $(cat "$KAFKA_DIR/version" 2>/dev/null || echo '?'))"
+      return 0
+    fi
+    log "Kafka: process $pid runs but port $KAFKA_PORT is closed: waiting"
+    kafka_write_config_tools_only
+    kafka_wait_ready
+    return 0
+  fi
+  rm -f "$KAFKA_PID"
+  kafka_write_config
+  kafka_format
+  log "Kafka $KAFKA_VER: starting on 127.0.0.1:$KAFKA_PORT"
+  echo "$KAFKA_VER" >"$KAFKA_DIR/version"
+  {
+    echo "==== $(date -Is) starting Kafka $KAFKA_VER"
+  } >>"$KAFKA_OUT"
+  # setsid + closed stdin + output to a file: the broker outlives this
+  # script and holds none of its caller's pipes.
+  setsid nohup java -Xms256m -Xmx"$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$KAFKA_LOG4J" \
+    -Dkafka.logs.dir="$KAFKA_DIR" \
+    -cp "$KAFKA_LIBS/*" kafka.Kafka "$KAFKA_PROPS" \
+    </dev/null >>"$KAFKA_OUT" 2>&1 &
+  echo $! >"$KAFKA_PID"
+  disown || true
+  kafka_wait_ready
+  log "Kafka: ready (pid $(cat "$KAFKA_PID"))"
+}
+
+# Tool logging config only (broker already running with its own config).
+kafka_write_config_tools_only() {
+  [[ -f "$KAFKA_DIR/log4j2-tools.xml" ]] || kafka_write_config
+}
+
+kafka_stop() {
+  local pid i
+  if pid=$(kafka_pid); then
+    log "Kafka: stopping (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 120; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.5
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "Kafka: still running after 60s, killing"
+      kill -KILL "$pid" 2>/dev/null || true
+      for ((i = 0; i < 20; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.5
+      done
+    fi
+  fi
+  rm -f "$KAFKA_PID"
+}
+
+kafka_status() {
+  local pid
+  if pid=$(kafka_pid); then
+    if kafka_port_open; then
+      echo "kafka: running on 127.0.0.1:$KAFKA_PORT (pid $pid, version $(cat "$KAFKA_DIR/version" 2>/dev/null || echo '?'), log $KAFKA_LOG)"
+    else
+      echo "kafka: process $pid running, port $KAFKA_PORT not open"
+    fi
+  else
+    echo "kafka: not running"
+  fi
+}
+
+# ----------------------------------------------------------------------- main
+
+print_env() {
+  echo "export DATABASE_URL=postgres://postgres@127.0.0.1:$PG_PORT/coordinator?sslmode=disable"
+  echo "export DATABASE_URL_2=postgres://postgres@127.0.0.1:$PG_PORT/coordinator2?sslmode=disable"
+  echo "export KAFKA_BROKERS=127.0.0.1:$KAFKA_PORT"
+}
+
+cmd=${1:-}
+case "$cmd" in
+  start)
+    pg_start
+    kafka_start
+    print_env
+    ;;
+  stop)
+    kafka_stop
+    pg_stop
+    ;;
+  status)
+    pg_status
+    kafka_status
+    ;;
+  env)
+    print_env
+    ;;
+  reset)
+    kafka_stop
+    pg_stop
+    case "$SERVICES_DIR" in
+      "" | / | /var | /var/tmp | /tmp | "$HOME") die "refusing to delete SERVICES_DIR=$SERVICES_DIR" ;;
+    esac
+    log "deleting $SERVICES_DIR"
+    rm -rf "$SERVICES_DIR"
+    ;;
+  *)
+    echo "usage: $0 {start|stop|status|env|reset}" >&2
+    exit 2
+    ;;
+esac

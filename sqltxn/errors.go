@@ -1,0 +1,70 @@
+package sqltxn
+
+import (
+	"context"
+	"errors"
+	"net"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// Sentinels of this package.
+var (
+	// ErrNoPreparedTransactions: the server's max_prepared_transactions is 0, so every PREPARE
+	// TRANSACTION would fail. Refused at startup.
+	ErrNoPreparedTransactions = errors.New("max_prepared_transactions is 0")
+	// ErrUnknownDatabase: a statement names a database that is not configured.
+	ErrUnknownDatabase = errors.New("unknown database")
+)
+
+// SQLSTATEs the package acts on.
+const (
+	sqlstateUndefinedObject      = "42704" // COMMIT/ROLLBACK PREPARED of a gid that does not exist
+	sqlstateSerializationFailure = "40001"
+	sqlstateDeadlockDetected     = "40P01"
+	sqlstateDuplicateObject      = "42710" // PREPARE TRANSACTION with a gid already in use
+)
+
+// classify turns a pgx error into a coord.Failure: the SQLSTATE is passed through; serialization
+// failures, deadlocks and lost connections before PREPARE are retriable for the caller.
+func classify(database string, err error) *coord.Failure {
+	f := &coord.Failure{Participant: coord.ParticipantSQL + ":" + database, Class: coord.ClassAbortable, Err: err}
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe):
+		f.SQLState = pe.Code
+		switch {
+		case pe.Code == sqlstateSerializationFailure || pe.Code == sqlstateDeadlockDetected:
+			f.Class = coord.ClassRetriable
+		case pe.Code[:2] == "08" || pe.Code[:2] == "57" || pe.Code[:2] == "53":
+			// connection exception, operator intervention (shutdown), insufficient resources
+			f.Class, f.Unavailable = coord.ClassRetriable, true
+		case pe.Code[:2] == "28" || pe.Code[:2] == "42" && pe.Code == "42501":
+			// invalid authorization, insufficient privilege
+			f.Class = coord.ClassInvalidConfig
+		}
+	case isConnError(err):
+		f.Class, f.Unavailable = coord.ClassRetriable, true
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		f.Class = coord.ClassAbortable
+	}
+	return f
+}
+
+func isConnError(err error) bool {
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
+		pgconn.SafeToRetry(err)
+}
+
+func sqlstate(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}

@@ -1,0 +1,187 @@
+package sqltxn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// Run executes one database's part of a global transaction in a single round trip: BEGIN, the
+// statements, the marker row, then PREPARE TRANSACTION (or COMMIT for one phase), pipelined in
+// one batch. After a failing statement PostgreSQL skips the rest of the batch, so nothing is
+// prepared or committed; the connection's transaction is then rolled back.
+func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Statement, gid string, onePhase bool) ([]coord.SQLResult, error) {
+	pool, err := d.Pool(database)
+	if err != nil {
+		return nil, classify(database, err)
+	}
+	if len(stmts) == 0 {
+		return nil, classify(database, errEmpty)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, classify(database, fmt.Errorf("acquire connection: %w", err))
+	}
+	defer conn.Release()
+
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	for _, s := range stmts {
+		b.Queue(s.Statement, args(s.Args)...)
+	}
+	b.Queue("INSERT INTO coordinator_markers (gid) VALUES ($1)", gid)
+	if onePhase {
+		b.Queue("COMMIT")
+	} else {
+		b.Queue("PREPARE TRANSACTION " + quoteGID(gid))
+	}
+
+	br := conn.SendBatch(ctx, b)
+	results, err := readResults(br, database, stmts)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("%s: %w", phaseName(onePhase), cerr)
+	}
+	if err != nil {
+		// Whatever failed, the session must not keep an open (aborted) transaction.
+		if !conn.Conn().IsClosed() {
+			if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+				conn.Conn().Close(context.WithoutCancel(ctx))
+			}
+		}
+		return nil, classify(database, err)
+	}
+	return results, nil
+}
+
+func phaseName(onePhase bool) string {
+	if onePhase {
+		return "commit"
+	}
+	return "prepare transaction"
+}
+
+// readResults reads BEGIN, each statement's result (rows when it returns any) and the marker.
+func readResults(br pgx.BatchResults, database string, stmts []coord.Statement) ([]coord.SQLResult, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	results := make([]coord.SQLResult, len(stmts))
+	for i := range stmts {
+		res, err := readOne(br, database)
+		if err != nil {
+			return nil, fmt.Errorf("statement %d: %w", i, err)
+		}
+		results[i] = res
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("marker row: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+func readOne(br pgx.BatchResults, database string) (coord.SQLResult, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return coord.SQLResult{}, err
+	}
+	defer rows.Close()
+	res := coord.SQLResult{Database: database}
+	fields := rows.FieldDescriptions()
+	if len(fields) > 0 {
+		res.Rows = []map[string]any{}
+	}
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return coord.SQLResult{}, err
+		}
+		row := make(map[string]any, len(fields))
+		for j, f := range fields {
+			row[f.Name] = vals[j]
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return coord.SQLResult{}, err
+	}
+	res.RowsAffected = rows.CommandTag().RowsAffected()
+	return res, nil
+}
+
+// args turns JSON scalars into driver arguments. Numbers keep their text form so that the
+// server's inferred parameter type decides (an integer column gets an integer, numeric keeps
+// every digit).
+func args(in []any) []any {
+	out := make([]any, len(in))
+	for i, a := range in {
+		switch v := a.(type) {
+		case json.Number:
+			out[i] = v.String()
+		default:
+			out[i] = v
+		}
+	}
+	return out
+}
+
+// CommitPrepared commits a prepared transaction. A gid that no longer exists was finished
+// before: the marker row says how (I4).
+func (d *Databases) CommitPrepared(ctx context.Context, database, gid string) error {
+	return d.finishPrepared(ctx, database, gid, true)
+}
+
+// RollbackPrepared rolls back a prepared transaction; idempotent like CommitPrepared.
+func (d *Databases) RollbackPrepared(ctx context.Context, database, gid string) error {
+	return d.finishPrepared(ctx, database, gid, false)
+}
+
+func (d *Databases) finishPrepared(ctx context.Context, database, gid string, commit bool) error {
+	pool, err := d.Pool(database)
+	if err != nil {
+		return classify(database, err)
+	}
+	verb := "ROLLBACK PREPARED "
+	if commit {
+		verb = "COMMIT PREPARED "
+	}
+	_, err = pool.Exec(ctx, verb+quoteGID(gid))
+	if err == nil {
+		return nil
+	}
+	if sqlstate(err) != sqlstateUndefinedObject {
+		return classify(database, fmt.Errorf("%s%s: %w", verb, gid, err))
+	}
+	// The gid is gone: it was committed or rolled back earlier (by us before a crash, or by
+	// hand). The marker row, written inside that transaction, tells which.
+	var committed bool
+	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM coordinator_markers WHERE gid = $1)", gid).Scan(&committed); err != nil {
+		return classify(database, fmt.Errorf("read marker of %s: %w", gid, err))
+	}
+	if committed != commit {
+		ended := "rolled back"
+		if committed {
+			ended = "committed"
+		}
+		return classify(database, fmt.Errorf("%w: %s on %s was %s by someone else", coord.ErrHeuristic, gid, database, ended))
+	}
+	return nil
+}
+
+// DeleteMarkers removes marker rows of transactions whose final state is durable in the log;
+// they are needed only while a gid may still be in doubt.
+func (d *Databases) DeleteMarkers(ctx context.Context, database string, gids []string) error {
+	pool, err := d.Pool(database)
+	if err != nil {
+		return err
+	}
+	_, err = pool.Exec(ctx, "DELETE FROM coordinator_markers WHERE gid = ANY($1)", gids)
+	return err
+}

@@ -1,0 +1,314 @@
+package txlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// Log is the coordinator log in PostgreSQL. Every write is one autocommit statement (one
+// fsync) that updates the transaction row and appends to the event history together.
+type Log struct {
+	pool *pgxpool.Pool
+}
+
+var _ coord.Log = (*Log)(nil)
+
+// New returns a Log on the pool. The schema must be migrated (Migrate).
+func New(pool *pgxpool.Pool) *Log { return &Log{pool: pool} }
+
+// Pool is the log's connection pool.
+func (l *Log) Pool() *pgxpool.Pool { return l.pool }
+
+const columns = `gid, request_id, request_digest, instance_id, state, transactional_id, producer_id,
+	producer_epoch, prepared_state, kafka_records, sql_gids, sql_results, error_participant,
+	error_class, error_message, error_sqlstate, created_at, updated_at, prepared_at, finished_at`
+
+// Begin inserts the transaction as active. An existing row with the same request id is returned
+// with created=false, except a row that ended aborted with a retriable error and the same
+// digest: the API told the caller that retrying is safe, so it is reset to active and run
+// again (its participants were all rolled back).
+func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transaction, bool, error) {
+	row := l.pool.QueryRow(ctx, `
+WITH ins AS (
+    INSERT INTO coordinator_transactions (gid, request_id, request_digest, instance_id, state)
+    VALUES ($1, $2, $3, $4, 'active')
+    ON CONFLICT (request_id) DO UPDATE
+        SET state = 'active', instance_id = EXCLUDED.instance_id, updated_at = now(),
+            error_participant = NULL, error_class = NULL, error_message = NULL,
+            error_sqlstate = NULL, finished_at = NULL, sql_results = '[]', kafka_records = '[]',
+            transactional_id = NULL, producer_id = NULL, producer_epoch = NULL,
+            prepared_state = NULL, sql_gids = '[]'
+        WHERE coordinator_transactions.state = 'aborted'
+          AND coordinator_transactions.error_class = 'retriable'
+          AND coordinator_transactions.request_digest = EXCLUDED.request_digest
+    RETURNING `+columns+`
+), ev AS (
+    INSERT INTO coordinator_events (gid, state) SELECT gid, 'active' FROM ins
+)
+SELECT `+columns+` FROM ins`,
+		t.GID, t.ID, t.Digest, t.Instance)
+	stored, err := scan(row)
+	if err == nil {
+		return stored, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("txlog: begin %s: %w", t.GID, err)
+	}
+	stored, err = l.Get(ctx, t.ID)
+	if err != nil {
+		return nil, false, err
+	}
+	return stored, false, nil
+}
+
+// Prepared stores the Kafka ids, the prepared state, the offsets and the SQL gids with state
+// prepared, durably, before any phase-2 call (I2).
+func (l *Log) Prepared(ctx context.Context, t *coord.Transaction) error {
+	ks := t.Kafka
+	if ks == nil {
+		ks = &coord.KafkaState{}
+	}
+	var tid *string
+	var pid *int64
+	var epoch *int16
+	var pstate *string
+	if t.Kafka != nil {
+		tid, pid, epoch, pstate = &ks.TransactionalID, &ks.ProducerID, &ks.ProducerEpoch, &ks.PreparedState
+	}
+	recs, gids, results, err := marshal3(ks.Records, t.SQLGIDs, t.SQL)
+	if err != nil {
+		return err
+	}
+	return l.update(ctx, t, coord.StatePrepared, `
+    transactional_id = $3, producer_id = $4, producer_epoch = $5, prepared_state = $6,
+    kafka_records = $7, sql_gids = $8, sql_results = $9, prepared_at = now()`,
+		tid, pid, epoch, pstate, recs, gids, results)
+}
+
+// Transition moves the transaction to state to, storing its SQL gids, results and error. The
+// row keeps what Prepared stored.
+func (l *Log) Transition(ctx context.Context, t *coord.Transaction, to coord.State) error {
+	var recs []coord.RecordOffset
+	if t.Kafka != nil {
+		recs = t.Kafka.Records
+	}
+	recsJSON, gids, results, err := marshal3(recs, t.SQLGIDs, t.SQL)
+	if err != nil {
+		return err
+	}
+	var ep, ec, em, es *string
+	if e := t.Error; e != nil {
+		class := string(e.Class)
+		ep, ec, em, es = &e.Participant, &class, &e.Message, nilIfEmpty(e.SQLState)
+	}
+	finished := to.Final()
+	return l.update(ctx, t, to, `
+    kafka_records = CASE WHEN $3::jsonb = '[]'::jsonb THEN kafka_records ELSE $3 END,
+    sql_gids = $4, sql_results = $5, error_participant = $6, error_class = $7,
+    error_message = $8, error_sqlstate = $9,
+    finished_at = CASE WHEN $10 THEN now() ELSE finished_at END`,
+		recsJSON, gids, results, ep, ec, em, es, finished)
+}
+
+// update sets state and the extra assignments (parameters from $3) and appends the event, in
+// one statement.
+func (l *Log) update(ctx context.Context, t *coord.Transaction, to coord.State, set string, args ...any) error {
+	var updated, prepared, finished *time.Time
+	err := l.pool.QueryRow(ctx, `
+WITH upd AS (
+    UPDATE coordinator_transactions SET state = $2, updated_at = now(), `+set+`
+    WHERE gid = $1
+    RETURNING gid, state, updated_at, prepared_at, finished_at, error_class, error_message
+), ev AS (
+    INSERT INTO coordinator_events (gid, state, detail)
+    SELECT gid, state, CASE WHEN error_class IS NULL THEN NULL
+        ELSE jsonb_build_object('class', error_class, 'message', error_message) END
+    FROM upd
+)
+SELECT updated_at, prepared_at, finished_at FROM upd`,
+		append([]any{t.GID, string(to)}, args...)...).Scan(&updated, &prepared, &finished)
+	if err != nil {
+		return fmt.Errorf("txlog: %s -> %s: %w", t.GID, to, err)
+	}
+	t.State = to
+	t.UpdatedAt = *updated
+	t.PreparedAt, t.FinishedAt = prepared, finished
+	return nil
+}
+
+// Get returns the transaction with the request id.
+func (l *Log) Get(ctx context.Context, id string) (*coord.Transaction, error) {
+	t, err := scan(l.pool.QueryRow(ctx, `SELECT `+columns+` FROM coordinator_transactions WHERE request_id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %q", coord.ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("txlog: get %q: %w", id, err)
+	}
+	return t, nil
+}
+
+// Events returns the transaction's state history, oldest first.
+func (l *Log) Events(ctx context.Context, gid string) ([]coord.Event, error) {
+	rows, err := l.pool.Query(ctx, `SELECT state, detail, created_at FROM coordinator_events WHERE gid = $1 ORDER BY id`, gid)
+	if err != nil {
+		return nil, fmt.Errorf("txlog: events of %s: %w", gid, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (coord.Event, error) {
+		var e coord.Event
+		var detail []byte
+		err := r.Scan(&e.State, &detail, &e.CreatedAt)
+		if len(detail) > 0 {
+			e.Detail = json.RawMessage(detail)
+		}
+		return e, err
+	})
+}
+
+// Page is one page of a listing, and the cursor for the next.
+type Page struct {
+	Transactions []*coord.Transaction
+	Next         string
+}
+
+// List returns transactions, newest first, optionally of one state. after is the cursor of the
+// previous page ("" for the first).
+func (l *Log) List(ctx context.Context, state coord.State, limit int, after string) (Page, error) {
+	var afterAt *time.Time
+	var afterGID string
+	if after != "" {
+		at, gid, err := decodeCursor(after)
+		if err != nil {
+			return Page{}, err
+		}
+		afterAt, afterGID = &at, gid
+	}
+	rows, err := l.pool.Query(ctx, `SELECT `+columns+` FROM coordinator_transactions
+WHERE ($1 = '' OR state = $1)
+  AND ($2::timestamptz IS NULL OR (created_at, gid) < ($2, $3))
+ORDER BY created_at DESC, gid DESC
+LIMIT $4`, string(state), afterAt, afterGID, limit+1)
+	if err != nil {
+		return Page{}, fmt.Errorf("txlog: list: %w", err)
+	}
+	defer rows.Close()
+	var p Page
+	for rows.Next() {
+		t, err := scan(rows)
+		if err != nil {
+			return Page{}, fmt.Errorf("txlog: list: %w", err)
+		}
+		p.Transactions = append(p.Transactions, t)
+	}
+	if err := rows.Err(); err != nil {
+		return Page{}, fmt.Errorf("txlog: list: %w", err)
+	}
+	if len(p.Transactions) > limit {
+		p.Transactions = p.Transactions[:limit]
+		last := p.Transactions[limit-1]
+		p.Next = encodeCursor(last.CreatedAt, last.GID)
+	}
+	return p, nil
+}
+
+// InDoubtTransactionalIDs lists the transactional ids of this instance's transactions that are
+// not final: they stay quarantined until recovery resolves them (I1).
+func (l *Log) InDoubtTransactionalIDs(ctx context.Context, instance string) ([]string, error) {
+	rows, err := l.pool.Query(ctx, `SELECT DISTINCT transactional_id FROM coordinator_transactions
+WHERE instance_id = $1 AND state IN ('prepared', 'committing') AND transactional_id IS NOT NULL`, instance)
+	if err != nil {
+		return nil, fmt.Errorf("txlog: in-doubt ids: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+func scan(row pgx.Row) (*coord.Transaction, error) {
+	var (
+		t                   coord.Transaction
+		tid, pstate         *string
+		pid                 *int64
+		epoch               *int16
+		recs, gids, results []byte
+		ep, ec, em, es      *string
+	)
+	err := row.Scan(&t.GID, &t.ID, &t.Digest, &t.Instance, &t.State, &tid, &pid, &epoch, &pstate,
+		&recs, &gids, &results, &ep, &ec, &em, &es, &t.CreatedAt, &t.UpdatedAt, &t.PreparedAt, &t.FinishedAt)
+	if err != nil {
+		return nil, err
+	}
+	var offsets []coord.RecordOffset
+	if err := json.Unmarshal(recs, &offsets); err != nil {
+		return nil, fmt.Errorf("kafka_records: %w", err)
+	}
+	if tid != nil || len(offsets) > 0 {
+		t.Kafka = &coord.KafkaState{Records: offsets}
+		if tid != nil {
+			t.Kafka.TransactionalID = *tid
+		}
+		if pid != nil && epoch != nil {
+			t.Kafka.ProducerID, t.Kafka.ProducerEpoch = *pid, *epoch
+		}
+		if pstate != nil {
+			t.Kafka.PreparedState = *pstate
+		}
+	}
+	if err := json.Unmarshal(gids, &t.SQLGIDs); err != nil {
+		return nil, fmt.Errorf("sql_gids: %w", err)
+	}
+	if err := json.Unmarshal(results, &t.SQL); err != nil {
+		return nil, fmt.Errorf("sql_results: %w", err)
+	}
+	if ec != nil {
+		t.Error = &coord.ErrorDetail{Class: coord.Class(*ec)}
+		if ep != nil {
+			t.Error.Participant = *ep
+		}
+		if em != nil {
+			t.Error.Message = *em
+		}
+		if es != nil {
+			t.Error.SQLState = *es
+		}
+	}
+	return &t, nil
+}
+
+func marshal3(recs []coord.RecordOffset, gids []coord.SQLGID, results []coord.SQLResult) ([]byte, []byte, []byte, error) {
+	if recs == nil {
+		recs = []coord.RecordOffset{}
+	}
+	if gids == nil {
+		gids = []coord.SQLGID{}
+	}
+	if results == nil {
+		results = []coord.SQLResult{}
+	}
+	a, err := json.Marshal(recs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b, err := json.Marshal(gids)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := json.Marshal(results)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("sql results are not JSON-encodable: %w", err)
+	}
+	return a, b, c, nil
+}
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
