@@ -21,7 +21,6 @@ func Migrate(ctx context.Context, l *Log, direction string) error {
 		return fmt.Errorf("txlog: migrations: %w", err)
 	}
 	db := stdlib.OpenDBFromPool(l.pool)
-	defer db.Close()
 	drv, err := pgx.WithInstance(db, &pgx.Config{MigrationsTable: "coordinator_schema_migrations"})
 	if err != nil {
 		return fmt.Errorf("txlog: migrate driver: %w", err)
@@ -30,6 +29,8 @@ func Migrate(ctx context.Context, l *Log, direction string) error {
 	if err != nil {
 		return fmt.Errorf("txlog: migrate: %w", err)
 	}
+	// The driver holds one connection of the pool until closed.
+	defer m.Close()
 	switch direction {
 	case "up":
 		err = m.Up()

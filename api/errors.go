@@ -1,0 +1,39 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// Sentinels of the HTTP layer.
+var (
+	// errBodyTooLarge: the body exceeds the configured limit (413); nothing was run.
+	errBodyTooLarge = errors.New("request body too large")
+)
+
+// statusTable maps each sentinel to its HTTP status: the one place where errors become
+// statuses. Checked in order; the first match wins.
+var statusTable = []struct {
+	err    error
+	status int
+	class  string
+}{
+	{errBodyTooLarge, http.StatusRequestEntityTooLarge, "invalid_request"},
+	{coord.ErrInvalidRequest, http.StatusBadRequest, "invalid_request"},
+	{coord.ErrIDConflict, http.StatusUnprocessableEntity, "id_conflict"},
+	{coord.ErrNotFound, http.StatusNotFound, "not_found"},
+	{coord.ErrAborted, http.StatusConflict, "aborted"},
+	{coord.ErrInDoubt, http.StatusAccepted, "in_doubt"},
+	{coord.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
+}
+
+func statusOf(err error) (int, string) {
+	for _, e := range statusTable {
+		if errors.Is(err, e.err) {
+			return e.status, e.class
+		}
+	}
+	return http.StatusInternalServerError, "internal"
+}

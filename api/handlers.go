@@ -1,0 +1,235 @@
+package api
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txlog"
+)
+
+// OpenAPI is the API's specification (OpenAPI 3.1), served at /openapi.yaml.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// Config tunes the HTTP layer.
+type Config struct {
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+}
+
+// Server holds the handlers' dependencies.
+type Server struct {
+	cfg   Config
+	coord *coord.Coordinator
+	log   *txlog.Log
+}
+
+// NewServer returns the API's handlers.
+func NewServer(cfg Config, c *coord.Coordinator, log *txlog.Log) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Server{cfg: cfg, coord: c, log: log}
+}
+
+// Handler returns the router.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Post("/v1/transactions", s.handle(s.createTransaction))
+	r.Get("/v1/transactions", s.handle(s.listTransactions))
+	r.Get("/v1/transactions/{id}", s.handle(s.getTransaction))
+	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(OpenAPI)
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	return r
+}
+
+// handle adapts a handler that returns an error: the error becomes a status via statusTable.
+func (s *Server) handle(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		status, class := statusOf(err)
+		var oe *coord.OutcomeError
+		if errors.As(err, &oe) && oe.Txn != nil {
+			// 409/202/503 with the transaction: its error says which participant and why.
+			writeJSON(w, status, oe.Txn)
+			return
+		}
+		body := errorBody{Error: errorDetail{Class: class, Message: err.Error()}}
+		var ie *coord.InvalidError
+		if errors.As(err, &ie) {
+			body.Error.Field, body.Error.Message = ie.Field, ie.Reason
+		}
+		if status >= 500 {
+			s.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "error", err)
+		}
+		writeJSON(w, status, body)
+	}
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Class   string `json:"class"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// transactionRequest is the body of POST /v1/transactions.
+type transactionRequest struct {
+	ID        string            `json:"id"`
+	SQL       []coord.Statement `json:"sql"`
+	Kafka     []coord.Record    `json:"kafka"`
+	TimeoutMS *int64            `json:"timeout_ms"`
+}
+
+func (s *Server) createTransaction(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.decode(w, r)
+	if err != nil {
+		return err
+	}
+	t, err := s.coord.Execute(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+// decode reads the body strictly: unknown fields, wrong types, trailing data and oversized
+// bodies are refused with the field named, before anything runs.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request) (coord.Request, error) {
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	var in transactionRequest
+	if err := dec.Decode(&in); err != nil {
+		return coord.Request{}, decodeError(err, s.cfg.MaxBodyBytes)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return coord.Request{}, decodeError(err, s.cfg.MaxBodyBytes)
+		}
+		return coord.Request{}, &coord.InvalidError{Field: "body", Reason: "unexpected data after the JSON object"}
+	}
+	req := coord.Request{ID: in.ID, SQL: in.SQL, Kafka: in.Kafka}
+	if in.TimeoutMS != nil {
+		if *in.TimeoutMS <= 0 {
+			return coord.Request{}, &coord.InvalidError{Field: "timeout_ms", Reason: "must be a positive number of milliseconds"}
+		}
+		req.Timeout = time.Duration(*in.TimeoutMS) * time.Millisecond
+	}
+	return req, nil
+}
+
+func decodeError(err error, limit int64) error {
+	var tooLarge *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &tooLarge):
+		return fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, limit)
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "body"
+		}
+		return &coord.InvalidError{Field: field, Reason: fmt.Sprintf("must be %s, not %s", typeName(typeErr), typeErr.Value)}
+	case errors.As(err, &syntaxErr):
+		return &coord.InvalidError{Field: "body", Reason: fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, err)}
+	case errors.Is(err, io.EOF):
+		return &coord.InvalidError{Field: "body", Reason: "empty body: expected a JSON object"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &coord.InvalidError{Field: "body", Reason: "malformed JSON: unexpected end"}
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return &coord.InvalidError{Field: strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), Reason: "unknown field"}
+	}
+	return &coord.InvalidError{Field: "body", Reason: err.Error()}
+}
+
+func typeName(e *json.UnmarshalTypeError) string {
+	switch e.Type.String() {
+	case "*string", "string":
+		return "a string"
+	case "*int64", "*int32", "int64", "int32":
+		return "an integer"
+	case "map[string]string":
+		return "an object of strings"
+	}
+	return "of type " + e.Type.String()
+}
+
+func (s *Server) getTransaction(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.coord.Get(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+type listResponse struct {
+	Transactions []*coord.Transaction `json:"transactions"`
+	Next         string               `json:"next,omitempty"`
+}
+
+func (s *Server) listTransactions(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	var state coord.State
+	if v := q.Get("state"); v != "" {
+		st, ok := coord.ParseState(v)
+		if !ok {
+			return &coord.InvalidError{Field: "state", Reason: fmt.Sprintf("unknown state %q", v)}
+		}
+		state = st
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return &coord.InvalidError{Field: "limit", Reason: "must be an integer from 1 to 1000"}
+		}
+		limit = n
+	}
+	page, err := s.log.List(r.Context(), state, limit, q.Get("after"))
+	if err != nil {
+		return err
+	}
+	if page.Transactions == nil {
+		page.Transactions = []*coord.Transaction{}
+	}
+	writeJSON(w, http.StatusOK, listResponse{Transactions: page.Transactions, Next: page.Next})
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}

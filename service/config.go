@@ -1,0 +1,202 @@
+package service
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything the service needs. Load fills it from the environment; the command
+// line overrides it with flags.
+type Config struct {
+	DatabaseURL string            // DATABASE_URL: the log and the "default" database
+	Databases   map[string]string // COORDINATOR_DATABASES: more databases, "name=dsn;name2=dsn2"
+	Brokers     []string          // KAFKA_BROKERS, comma-separated; empty: SQL only
+	Listen      string            // COORDINATOR_LISTEN
+	Instance    string            // COORDINATOR_INSTANCE: stable id of this instance (hostname)
+	GIDPrefix   string            // COORDINATOR_GID_PREFIX
+	TxnIDPrefix string            // KAFKA_TRANSACTIONAL_ID_PREFIX
+	PoolSize    int               // KAFKA_POOL_SIZE: transactional ids (= concurrent Kafka transactions)
+	// KafkaTxnTimeout is the producer's transaction.timeout.ms (KAFKA_TRANSACTION_TIMEOUT).
+	KafkaTxnTimeout time.Duration
+	DefaultTimeout  time.Duration // COORDINATOR_DEFAULT_TIMEOUT: budget of a request without timeout_ms
+	MaxTimeout      time.Duration // COORDINATOR_MAX_TIMEOUT: largest timeout_ms accepted
+	MaxBodyBytes    int64         // COORDINATOR_MAX_BODY_BYTES
+	MaxStatements   int           // COORDINATOR_MAX_STATEMENTS
+	MaxRecords      int           // COORDINATOR_MAX_RECORDS
+	MaxConns        int32         // COORDINATOR_DB_MAX_CONNS: per database pool
+}
+
+// Defaults returns the configuration with nothing set.
+func Defaults() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Listen:          "127.0.0.1:8080",
+		Instance:        sanitizeInstance(host),
+		GIDPrefix:       "kpgtx",
+		TxnIDPrefix:     "kpgtx",
+		PoolSize:        32,
+		KafkaTxnTimeout: 60 * time.Second,
+		DefaultTimeout:  10 * time.Second,
+		MaxTimeout:      30 * time.Second,
+		MaxBodyBytes:    1 << 20,
+		MaxStatements:   100,
+		MaxRecords:      1000,
+		MaxConns:        64,
+	}
+}
+
+// Load reads the environment over the defaults.
+func Load(getenv func(string) string) (Config, error) {
+	c := Defaults()
+	var errs []string
+	str := func(key string, dst *string) {
+		if v := getenv(key); v != "" {
+			*dst = v
+		}
+	}
+	integer := func(key string, dst *int) {
+		if v := getenv(key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q: not an integer", key, v))
+				return
+			}
+			*dst = n
+		}
+	}
+	duration := func(key string, dst *time.Duration) {
+		if v := getenv(key); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q: not a duration (like 30s)", key, v))
+				return
+			}
+			*dst = d
+		}
+	}
+	str("DATABASE_URL", &c.DatabaseURL)
+	str("COORDINATOR_LISTEN", &c.Listen)
+	str("COORDINATOR_INSTANCE", &c.Instance)
+	str("COORDINATOR_GID_PREFIX", &c.GIDPrefix)
+	str("KAFKA_TRANSACTIONAL_ID_PREFIX", &c.TxnIDPrefix)
+	if v := getenv("KAFKA_BROKERS"); v != "" {
+		c.Brokers = splitList(v, ",")
+	}
+	if v := getenv("COORDINATOR_DATABASES"); v != "" {
+		dbs, err := ParseDatabases(v)
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+		c.Databases = dbs
+	}
+	integer("KAFKA_POOL_SIZE", &c.PoolSize)
+	duration("KAFKA_TRANSACTION_TIMEOUT", &c.KafkaTxnTimeout)
+	duration("COORDINATOR_DEFAULT_TIMEOUT", &c.DefaultTimeout)
+	duration("COORDINATOR_MAX_TIMEOUT", &c.MaxTimeout)
+	var body, conns int
+	integer("COORDINATOR_MAX_BODY_BYTES", &body)
+	integer("COORDINATOR_DB_MAX_CONNS", &conns)
+	if body != 0 {
+		c.MaxBodyBytes = int64(body)
+	}
+	if conns != 0 {
+		c.MaxConns = int32(conns)
+	}
+	integer("COORDINATOR_MAX_STATEMENTS", &c.MaxStatements)
+	integer("COORDINATOR_MAX_RECORDS", &c.MaxRecords)
+	if len(errs) > 0 {
+		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
+	}
+	return c, nil
+}
+
+// ParseDatabases reads "name=dsn;name2=dsn2".
+func ParseDatabases(s string) (map[string]string, error) {
+	dbs := map[string]string{}
+	for _, part := range splitList(s, ";") {
+		name, dsn, ok := strings.Cut(part, "=")
+		if !ok || !dbName.MatchString(name) || dsn == "" {
+			return nil, fmt.Errorf("COORDINATOR_DATABASES: %q is not name=dsn with a name of [a-z0-9_] (at most 32)", part)
+		}
+		dbs[name] = dsn
+	}
+	return dbs, nil
+}
+
+var (
+	dbName     = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
+	gidPrefix  = regexp.MustCompile(`^[A-Za-z0-9]{1,32}$`)
+	instanceID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+)
+
+// Validate refuses settings the service cannot run with, naming the setting.
+func (c Config) Validate() error {
+	var errs []string
+	if c.DatabaseURL == "" {
+		errs = append(errs, "DATABASE_URL is required (the coordinator log and the default database)")
+	}
+	if !gidPrefix.MatchString(c.GIDPrefix) {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_GID_PREFIX=%q: 1-32 letters or digits", c.GIDPrefix))
+	}
+	if !instanceID.MatchString(c.Instance) {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_INSTANCE=%q: 1-64 characters of [A-Za-z0-9._-]", c.Instance))
+	}
+	if !instanceID.MatchString(c.TxnIDPrefix) {
+		errs = append(errs, fmt.Sprintf("KAFKA_TRANSACTIONAL_ID_PREFIX=%q: 1-64 characters of [A-Za-z0-9._-]", c.TxnIDPrefix))
+	}
+	if _, ok := c.Databases["default"]; ok {
+		errs = append(errs, `COORDINATOR_DATABASES: "default" is DATABASE_URL; choose another name`)
+	}
+	if c.PoolSize < 1 || c.PoolSize > 1024 {
+		errs = append(errs, fmt.Sprintf("KAFKA_POOL_SIZE=%d: from 1 to 1024", c.PoolSize))
+	}
+	if c.KafkaTxnTimeout < time.Second {
+		errs = append(errs, fmt.Sprintf("KAFKA_TRANSACTION_TIMEOUT=%s: at least 1s", c.KafkaTxnTimeout))
+	}
+	if c.DefaultTimeout <= 0 || c.MaxTimeout < c.DefaultTimeout {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_DEFAULT_TIMEOUT=%s must be positive and at most COORDINATOR_MAX_TIMEOUT=%s", c.DefaultTimeout, c.MaxTimeout))
+	}
+	if c.MaxTimeout >= c.KafkaTxnTimeout && len(c.Brokers) > 0 {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_MAX_TIMEOUT=%s must be below KAFKA_TRANSACTION_TIMEOUT=%s: a request must not outlive its Kafka transaction", c.MaxTimeout, c.KafkaTxnTimeout))
+	}
+	if c.MaxBodyBytes < 1024 {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_MAX_BODY_BYTES=%d: at least 1024", c.MaxBodyBytes))
+	}
+	if c.MaxStatements < 1 || c.MaxRecords < 1 {
+		errs = append(errs, "COORDINATOR_MAX_STATEMENTS and COORDINATOR_MAX_RECORDS must be at least 1")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func splitList(s, sep string) []string {
+	var out []string
+	for _, p := range strings.Split(s, sep) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func sanitizeInstance(host string) string {
+	b := []byte(host)
+	for i, ch := range b {
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '-' || ch == '_') {
+			b[i] = '-'
+		}
+	}
+	if len(b) == 0 {
+		return "coordinator"
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return string(b)
+}

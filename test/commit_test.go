@@ -1,0 +1,57 @@
+package test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func order(e *env, id string, total any) map[string]any {
+	return map[string]any{
+		"id": id,
+		"sql": []any{map[string]any{
+			"statement": "INSERT INTO orders (id, total) VALUES ($1, $2)",
+			"args":      []any{id, total},
+		}},
+		"kafka": []any{map[string]any{
+			"topic": e.topic, "key": id, "value": fmt.Sprintf(`{"total":%v}`, total),
+			"headers": map[string]string{"source": "test"},
+		}},
+	}
+}
+
+func TestCommitBothSides(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	r := e.post(order(e, "o-1", 10))
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	assert.Equal(t, "committed", r.str("state"))
+	assert.Equal(t, "o-1", r.str("id"))
+
+	// SQL side.
+	assert.Equal(t, 1, countRows(t, e.db, "o-1"))
+	// Kafka side: the record is at the offset the API returned, visible to read_committed.
+	recs := r.get("kafka", "records").([]any)
+	require.Len(t, recs, 1)
+	rec := recs[0].(map[string]any)
+	got := e.committedRecords(e.topic)
+	key := fmt.Sprintf("%v/%v", rec["partition"], rec["offset"])
+	require.Contains(t, got, key)
+	assert.Equal(t, "o-1", string(got[key].Key))
+	assert.Equal(t, `{"total":10}`, string(got[key].Value))
+	require.Len(t, got[key].Headers, 1)
+	assert.Equal(t, "source", got[key].Headers[0].Key)
+
+	// The ids the log keeps for recovery.
+	assert.NotEmpty(t, r.str("kafka", "transactional_id"))
+	assert.Equal(t, fmt.Sprintf("%v:%v", r.get("kafka", "producer_id"), r.get("kafka", "producer_epoch")), r.str("kafka", "prepared_state"))
+
+	// The log row, through the API.
+	g := e.do(http.MethodGet, "/v1/transactions/o-1", nil)
+	require.Equal(t, http.StatusOK, g.Status)
+	assert.Equal(t, "committed", g.str("state"))
+	assert.Empty(t, e.preparedLeft())
+}
