@@ -110,7 +110,12 @@ func (p *Pool) TransactionalID(n int) string {
 
 // checkBroker refuses a transaction timeout the broker would refuse on every InitProducerId.
 func (p *Pool) checkBroker(ctx context.Context) error {
-	rcs, err := p.adm.DescribeBrokerConfigs(ctx)
+	meta, err := p.adm.BrokerMetadata(ctx)
+	if err != nil {
+		return fmt.Errorf("kafka: cannot reach brokers %v: %w", p.cfg.Brokers, err)
+	}
+	// Without broker ids only cluster-wide dynamic defaults come back, not static settings.
+	rcs, err := p.adm.DescribeBrokerConfigs(ctx, meta.Brokers.NodeIDs()...)
 	if err != nil {
 		return fmt.Errorf("kafka: describe broker configs at %v: %w", p.cfg.Brokers, err)
 	}
