@@ -180,6 +180,7 @@ func (p *Pool) newProducer(id string) (*producer, error) {
 		kgo.TransactionTimeout(p.cfg.TransactionTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(newPartitioner()),
 		// Topics are checked before a transaction begins (Txn.Begin); a topic deleted since
 		// fails the record after one metadata refresh instead of four.
 		kgo.UnknownTopicRetries(1),

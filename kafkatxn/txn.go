@@ -67,6 +67,7 @@ func toKgo(r coord.Record) *kgo.Record {
 	}
 	if r.Partition != nil {
 		kr.Partition = *r.Partition
+		withExplicitPartition(kr)
 	}
 	for k, v := range r.Headers {
 		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
