@@ -172,22 +172,26 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 // phase1 runs the work and the prepare of every participant; onePhase commits the single
 // database directly instead of preparing it.
 func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase bool) error {
-	pctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	// A SQL failure stops the Kafka side at once (its abort is authoritative). A Kafka failure
+	// does not cancel the SQL side: a PREPARE cut off by a cancel may still complete on the
+	// server after we looked for it, leaving an orphan; the SQL round trip is short, so it is
+	// left to finish and then rolled back.
+	kctx, cancelKafka := context.WithCancelCause(ctx)
+	defer cancelKafka(nil)
 	var (
 		wg       sync.WaitGroup
 		firstErr error
 		errOnce  sync.Once
 	)
 	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err; cancel(err) })
+		errOnce.Do(func() { firstErr = err })
 	}
 
 	if len(w.req.Kafka) > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.kafkaPhase1(pctx, w); err != nil {
+			if err := c.kafkaPhase1(kctx, w); err != nil {
 				fail(err)
 			}
 		}()
@@ -197,8 +201,9 @@ func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase bool) error 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.sqlPhase1(pctx, w, db, onePhase, results); err != nil {
+			if err := c.sqlPhase1(ctx, w, db, onePhase, results); err != nil {
 				fail(err)
+				cancelKafka(err)
 			}
 		}()
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kpgtx/coordinator/coord"
 )
@@ -47,14 +49,30 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	}
 	if err != nil {
 		// Whatever failed, the session must not keep an open (aborted) transaction.
-		if !conn.Conn().IsClosed() {
-			if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
-				conn.Conn().Close(context.WithoutCancel(ctx))
-			}
+		if conn.Conn().IsClosed() {
+			d.terminate(ctx, pool, database, conn.Conn().PgConn().PID())
+		} else if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx))
+			d.terminate(ctx, pool, database, conn.Conn().PgConn().PID())
 		}
 		return nil, classify(database, err)
 	}
 	return results, nil
+}
+
+// terminate makes sure the server backend of a connection that was cut off (context canceled,
+// network error) has exited before Run returns: otherwise the batch could still reach PREPARE
+// TRANSACTION on the server after the coordinator looked for the gid to roll it back, leaving
+// an orphan. pg_terminate_backend with a timeout waits for the backend to exit (PostgreSQL 14+).
+func (d *Databases) terminate(ctx context.Context, pool interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, database string, pid uint32) {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := pool.Exec(tctx, "SELECT pg_terminate_backend($1, 5000)", int64(pid)); err != nil {
+		d.logger.Warn("could not terminate the backend of a cut-off connection; recovery rolls back any orphan",
+			"database", database, "backend_pid", pid, "error", err)
+	}
 }
 
 func phaseName(onePhase bool) string {

@@ -237,6 +237,21 @@ func (r response) get(path ...string) any {
 
 func (e *env) do(method, path string, body any) response {
 	e.t.Helper()
+	r, err := e.send(method, path, body)
+	require.NoError(e.t, err)
+	return r
+}
+
+// postQuiet is post for goroutines: it reports errors with t.Error instead of stopping.
+func (e *env) postQuiet(body any) response {
+	r, err := e.send(http.MethodPost, "/v1/transactions", body)
+	if err != nil {
+		e.t.Error(err)
+	}
+	return r
+}
+
+func (e *env) send(method, path string, body any) (response, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -246,24 +261,34 @@ func (e *env) do(method, path string, body any) response {
 		rd = bytes.NewReader(b)
 	default:
 		buf, err := json.Marshal(b)
-		require.NoError(e.t, err)
+		if err != nil {
+			return response{}, err
+		}
 		rd = bytes.NewReader(buf)
 	}
 	req, err := http.NewRequest(method, e.srv.URL+path, rd)
-	require.NoError(e.t, err)
+	if err != nil {
+		return response{}, err
+	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(e.t, err)
+	if err != nil {
+		return response{}, err
+	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	require.NoError(e.t, err)
+	if err != nil {
+		return response{}, err
+	}
 	r := response{Status: resp.StatusCode, Raw: raw}
 	if len(raw) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.UseNumber() // producer ids exceed float64's integers
-		require.NoError(e.t, dec.Decode(&r.Body), "body: %s", raw)
+		if err := dec.Decode(&r.Body); err != nil {
+			return r, fmt.Errorf("body %s: %w", raw, err)
+		}
 	}
-	return r
+	return r, nil
 }
 
 func (e *env) post(body any) response {

@@ -1,0 +1,94 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/service"
+)
+
+// TestConcurrentMixed sends 64 requests at once, half of them designed to fail in different
+// places (SQL constraint, unknown topic, oversized record, bad SQL), and checks every one of
+// them on both sides.
+func TestConcurrentMixed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{poolSize: 16, configure: func(c *service.Config) { c.MaxBodyBytes = 4 << 20 }})
+	ctx := context.Background()
+	_, err := e.db.Exec(ctx, "INSERT INTO orders (id, total) VALUES ('taken', 0)")
+	require.NoError(t, err)
+
+	const n = 64
+	type result struct {
+		id      string
+		fail    bool
+		status  int
+		records []any
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("c-%02d", i)
+			req := order(e, id, i)
+			fail := i%2 == 1
+			if fail {
+				switch i % 8 {
+				case 1: // unique violation on the second statement
+					req["sql"] = append(req["sql"].([]any), map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ('taken', 1)"})
+				case 3: // unknown topic on the second record
+					req["kafka"] = append(req["kafka"].([]any), map[string]any{"topic": e.prefix + "-missing", "value": "x"})
+				case 5: // oversized record
+					req["kafka"] = append(req["kafka"].([]any), map[string]any{"topic": e.topic, "value": strings.Repeat("x", 1100<<10)})
+				case 7: // SQL error after the row was written
+					req["sql"] = append(req["sql"].([]any), map[string]any{"statement": "SELECT 1/0"})
+				}
+			}
+			r := e.postQuiet(req)
+			results[i] = result{id: id, fail: fail, status: r.Status}
+			if r.Status == http.StatusOK {
+				results[i].records, _ = r.get("kafka", "records").([]any)
+			}
+		}()
+	}
+	wg.Wait()
+
+	committed := e.committedRecords(e.topic)
+	byKey := map[string][]string{}
+	for pos, r := range committed {
+		byKey[string(r.Key)] = append(byKey[string(r.Key)], pos)
+	}
+	for _, r := range results {
+		rows := countRows(t, e.db, r.id)
+		if r.fail {
+			assert.Equal(t, http.StatusConflict, r.status, "%s should abort", r.id)
+			assert.Zero(t, rows, "%s: aborted but rows present", r.id)
+			assert.Empty(t, byKey[r.id], "%s: aborted but records visible to read_committed", r.id)
+			continue
+		}
+		assert.Equal(t, http.StatusOK, r.status, "%s should commit", r.id)
+		assert.Equal(t, 1, rows, "%s: committed but no row", r.id)
+		require.Len(t, byKey[r.id], 1, "%s: committed records, exactly once", r.id)
+		require.Len(t, r.records, 1)
+		m := r.records[0].(map[string]any)
+		assert.Equal(t, fmt.Sprintf("%v/%v", m["partition"], m["offset"]), byKey[r.id][0], "%s: offset as reported", r.id)
+	}
+	assert.Empty(t, e.preparedLeft())
+	var states []string
+	rows, err := e.db.Query(ctx, "SELECT state || ':' || count(*) FROM coordinator_transactions GROUP BY state ORDER BY state")
+	require.NoError(t, err)
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		states = append(states, s)
+	}
+	assert.Equal(t, []string{"aborted:32", "committed:32"}, states)
+}
