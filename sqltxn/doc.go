@@ -1,0 +1,22 @@
+// Package sqltxn is the PostgreSQL participant: named databases, statements with positional
+// arguments (rows_affected and RETURNING rows), the marker row, PREPARE TRANSACTION, and the
+// idempotent COMMIT PREPARED / ROLLBACK PREPARED.
+//
+// # State Model
+//
+// A database's part of a global transaction runs in one pipelined round trip: BEGIN, the
+// statements, INSERT of the marker row (gid), then PREPARE TRANSACTION gid (or COMMIT on the
+// one-phase path). Once prepared, the transaction belongs to the server, not to a connection:
+// it survives disconnects and restarts until COMMIT PREPARED or ROLLBACK PREPARED.
+//
+// # Failure Handling
+//
+// A failing statement makes PostgreSQL skip the rest of the batch, so nothing is prepared. A
+// connection cut off mid-batch has its server backend terminated (and waited for) before Run
+// returns, so a PREPARE cannot complete after the coordinator has looked for it. COMMIT PREPARED
+// or ROLLBACK PREPARED of a gid that no longer exists is resolved with the marker row: present
+// means committed, absent means rolled back (I4); an outcome against the decision is reported as
+// coord.ErrHeuristic. SQLSTATEs pass through; serialization failures, deadlocks and lost
+// connections are retriable for the caller. A server with max_prepared_transactions = 0 is
+// refused at startup with the setting to change.
+package sqltxn

@@ -1,0 +1,18 @@
+// Package txlog is the coordinator log in PostgreSQL (pgx): one row per global transaction with
+// everything recovery needs (state, transactionalId, producerId, epoch, the "pid:epoch" prepared
+// state, the produced offsets, the SQL gids, error class and message, timestamps) and an
+// append-only event table with every state change.
+//
+// # State Model
+//
+// Rows move active → prepared | committing → committed | aborted (or heuristic states); the
+// states are defined in package coord. Each write is one autocommit statement that updates the
+// row and appends the event together, so a row and its history never disagree.
+//
+// # Failure Handling
+//
+// A write that fails returns an error and leaves the previous state; the coordinator then treats
+// the transaction as in doubt (it never assumes a write it could not confirm). The schema is
+// managed by golang-migrate from the embedded migrations package, in the connection's
+// search_path schema.
+package txlog
