@@ -26,6 +26,8 @@ type Config struct {
 	// the caller has gone (a prepared transaction is never abandoned half-way by choice).
 	FinishTimeout time.Duration
 	Logger        *slog.Logger
+	// Fault, when set, is called at every step boundary (tests make the process exit there).
+	Fault func(FaultPoint)
 }
 
 // Coordinator runs global transactions over the Kafka and SQL participants with the log.
@@ -34,6 +36,8 @@ type Coordinator struct {
 	log   Log
 	kafka Kafka // nil when no Kafka is configured
 	sql   SQL
+
+	inflight sync.Map // gid → struct{}: transactions this process is running
 }
 
 // New returns a Coordinator. kafka may be nil (SQL-only deployments).
@@ -85,6 +89,12 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 		State:    StateActive,
 		Digest:   req.Digest(),
 	}
+	// The SQL gids are known from the start and logged with the active row, so that recovery
+	// knows where to look for prepared transactions and marker rows of a request that crashed
+	// before prepared was logged.
+	for _, db := range req.Databases() {
+		t.SQLGIDs = append(t.SQLGIDs, SQLGID{Database: db, GID: SQLGIDFor(t.GID, db)})
+	}
 	stored, created, err := c.log.Begin(ctx, t)
 	if err != nil {
 		return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: fmt.Errorf("log begin: %w", err)}
@@ -96,7 +106,23 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 		return outcome(stored, nil)
 	}
 	t = stored
+	c.inflight.Store(t.GID, struct{}{})
+	defer c.inflight.Delete(t.GID)
 	return c.run(ctx, t, &req)
+}
+
+// InFlight reports whether this process is running the transaction right now; recovery leaves
+// such rows alone.
+func (c *Coordinator) InFlight(gid string) bool {
+	_, ok := c.inflight.Load(gid)
+	return ok
+}
+
+// fault calls the test-only fault hook at a protocol step boundary.
+func (c *Coordinator) fault(point FaultPoint) {
+	if c.cfg.Fault != nil {
+		c.cfg.Fault(point)
+	}
 }
 
 // outcome turns a stored transaction into Execute's answer.
@@ -123,18 +149,16 @@ type work struct {
 	mu       sync.Mutex
 }
 
-func (c *Coordinator) sqlGID(gid, database string) string { return gid + "@" + database }
+// SQLGIDFor is the PostgreSQL gid of a global transaction on one database: gids are
+// server-wide, and two configured databases may share a server.
+func SQLGIDFor(gid, database string) string { return gid + "@" + database }
+
+func (c *Coordinator) sqlGID(gid, database string) string { return SQLGIDFor(gid, database) }
 
 // run executes the protocol of DESIGN.md section 3 for a fresh active row.
 func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*Transaction, error) {
 	w := &work{t: t, req: req}
-	dbs := req.Databases()
-	onePhase := len(req.Kafka) == 0 && len(dbs) == 1
-	for _, db := range dbs {
-		if !onePhase {
-			t.SQLGIDs = append(t.SQLGIDs, SQLGID{Database: db, GID: c.sqlGID(t.GID, db)})
-		}
-	}
+	onePhase := len(req.Kafka) == 0 && len(req.Databases()) == 1
 
 	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently (DESIGN.md 8).
 	if err := c.phase1(ctx, w, onePhase); err != nil {
@@ -142,6 +166,7 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 	}
 	if onePhase {
 		// The one database committed: its marker row makes that knowable after a crash.
+		c.fault(FaultBeforeFinalLog)
 		return c.finish(w, StateCommitted, nil)
 	}
 
@@ -162,10 +187,12 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 	if err := c.log.Prepared(fctx, t); err != nil {
 		return c.inDoubt(w, fmt.Errorf("log prepared: %w", err))
 	}
+	c.fault(FaultAfterLogPrepared)
 	commit, cause, err := c.decide(ctx, fctx, w)
 	if err != nil {
 		return c.inDoubt(w, err)
 	}
+	c.fault(FaultAfterEndTxn)
 	return c.phase2(fctx, w, commit, cause)
 }
 
@@ -230,6 +257,7 @@ func (c *Coordinator) kafkaPhase1(ctx context.Context, w *work) error {
 	if err != nil {
 		return err
 	}
+	c.fault(FaultAfterKafkaFlush)
 	ks.PreparedState = ks.KafkaIDs.PreparedState()
 	w.t.Kafka = &ks
 	return nil
@@ -249,9 +277,12 @@ func (c *Coordinator) sqlPhase1(ctx context.Context, w *work, db string, onePhas
 		w.prepared = append(w.prepared, db)
 		w.mu.Unlock()
 	}
-	res, err := c.sql.Run(ctx, db, stmts, c.sqlGID(w.t.GID, db), onePhase)
+	res, err := c.sql.Run(ctx, db, stmts, c.sqlGID(w.t.GID, db), onePhase, func() { c.fault(FaultAfterSQLWork) })
 	if err != nil {
 		return err
+	}
+	if !onePhase {
+		c.fault(FaultAfterPrepare)
 	}
 	for j, i := range idx {
 		results[i] = res[j]
@@ -314,6 +345,9 @@ func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause er
 		}()
 	}
 	wg.Wait()
+	if failed == nil && heuristic == nil && commit {
+		c.fault(FaultAfterCommitPrepared)
+	}
 	switch {
 	case heuristic != nil:
 		return c.finish(w, StateHeuristicMixed, heuristic)
@@ -385,6 +419,9 @@ func (c *Coordinator) finish(w *work, to State, cause error) (*Transaction, erro
 func (c *Coordinator) finishWith(ctx context.Context, w *work, to State, f *Failure, reusable bool) (*Transaction, error) {
 	if f != nil {
 		w.t.Error = f.Detail()
+	}
+	if to == StateCommitted {
+		c.fault(FaultBeforeFinalLog)
 	}
 	err := c.log.Transition(ctx, w.t, to)
 	if w.ktx != nil {

@@ -41,7 +41,9 @@ type SQL interface {
 	// row for gid and then either runs PREPARE TRANSACTION gid (phase 1) or, with onePhase,
 	// commits. On error nothing of it is left open, except that a PREPARE whose answer was lost
 	// may have prepared: RollbackPrepared clears that.
-	Run(ctx context.Context, database string, stmts []Statement, gid string, onePhase bool) ([]SQLResult, error)
+	// afterWork, when not nil, is called once the statements' results are in, before the
+	// PREPARE's (or COMMIT's) answer is read (a fault point for tests).
+	Run(ctx context.Context, database string, stmts []Statement, gid string, onePhase bool, afterWork func()) ([]SQLResult, error)
 	// CommitPrepared and RollbackPrepared are idempotent (I4): a gid that no longer exists is
 	// resolved with the marker row; ErrHeuristic reports a gid that ended the other way.
 	CommitPrepared(ctx context.Context, database, gid string) error

@@ -16,7 +16,7 @@ import (
 // statements, the marker row, then PREPARE TRANSACTION (or COMMIT for one phase), pipelined in
 // one batch. After a failing statement PostgreSQL skips the rest of the batch, so nothing is
 // prepared or committed; the connection's transaction is then rolled back.
-func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Statement, gid string, onePhase bool) ([]coord.SQLResult, error) {
+func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Statement, gid string, onePhase bool, afterWork func()) ([]coord.SQLResult, error) {
 	pool, err := d.Pool(database)
 	if err != nil {
 		return nil, classify(database, err)
@@ -43,7 +43,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	}
 
 	br := conn.SendBatch(ctx, b)
-	results, err := readResults(br, database, stmts)
+	results, err := readResults(br, database, stmts, afterWork)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("%s: %w", phaseName(onePhase), cerr)
 	}
@@ -83,7 +83,7 @@ func phaseName(onePhase bool) string {
 }
 
 // readResults reads BEGIN, each statement's result (rows when it returns any) and the marker.
-func readResults(br pgx.BatchResults, database string, stmts []coord.Statement) ([]coord.SQLResult, error) {
+func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, afterWork func()) ([]coord.SQLResult, error) {
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
@@ -94,6 +94,9 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement) 
 			return nil, fmt.Errorf("statement %d: %w", i, err)
 		}
 		results[i] = res
+	}
+	if afterWork != nil {
+		afterWork()
 	}
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("marker row: %w", err)

@@ -97,7 +97,7 @@ func TestShortestPaths(t *testing.T) {
 	assert.Equal(t, "sql-only", rows[0].(map[string]any)["id"])
 	assert.Equal(t, "12.50", fmt.Sprint(rows[0].(map[string]any)["total"]))
 	assert.Nil(t, sql[1].(map[string]any)["rows"], "no RETURNING, no rows")
-	assert.Nil(t, r.get("sql_gids"), "one phase: nothing prepared")
+	assert.Len(t, r.get("sql_gids"), 1, "one phase: the marker gid")
 	assert.Nil(t, r.get("kafka"))
 	assertEvents(t, e, "sql-only", "active", "committed")
 

@@ -36,16 +36,21 @@ const columns = `gid, request_id, request_digest, instance_id, state, transactio
 // digest: the API told the caller that retrying is safe, so it is reset to active and run
 // again (its participants were all rolled back).
 func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transaction, bool, error) {
+	_, gidsJSON, _, err := marshal3(nil, t.SQLGIDs, nil)
+	if err != nil {
+		return nil, false, err
+	}
 	row := l.pool.QueryRow(ctx, `
 WITH ins AS (
-    INSERT INTO coordinator_transactions (gid, request_id, request_digest, instance_id, state)
-    VALUES ($1, $2, $3, $4, 'active')
+    INSERT INTO coordinator_transactions (gid, request_id, request_digest, instance_id, state, sql_gids)
+    VALUES ($1, $2, $3, $4, 'active', $5)
     ON CONFLICT (request_id) DO UPDATE
         SET state = 'active', instance_id = EXCLUDED.instance_id, updated_at = now(),
             error_participant = NULL, error_class = NULL, error_message = NULL,
             error_sqlstate = NULL, finished_at = NULL, sql_results = '[]', kafka_records = '[]',
             transactional_id = NULL, producer_id = NULL, producer_epoch = NULL,
-            prepared_state = NULL, sql_gids = '[]'
+            prepared_state = NULL, sql_gids = EXCLUDED.sql_gids, attempts = 0,
+            next_attempt_at = now(), last_error = NULL
         WHERE coordinator_transactions.state = 'aborted'
           AND coordinator_transactions.error_class = 'retriable'
           AND coordinator_transactions.request_digest = EXCLUDED.request_digest
@@ -54,7 +59,7 @@ WITH ins AS (
     INSERT INTO coordinator_events (gid, state) SELECT gid, 'active' FROM ins
 )
 SELECT `+columns+` FROM ins`,
-		t.GID, t.ID, t.Digest, t.Instance)
+		t.GID, t.ID, t.Digest, t.Instance, gidsJSON)
 	stored, err := scan(row)
 	if err == nil {
 		return stored, true, nil

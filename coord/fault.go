@@ -1,0 +1,31 @@
+package coord
+
+import "fmt"
+
+// FaultPoint names a step boundary of the protocol where a test can make the process exit
+// abruptly (COORDINATOR_FAULT, test-only), to prove that recovery resolves every crash point.
+type FaultPoint string
+
+const (
+	FaultAfterSQLWork        FaultPoint = "after_sql_work"        // statements ran; PREPARE sent, answer unread
+	FaultAfterPrepare        FaultPoint = "after_prepare"         // the database(s) prepared
+	FaultAfterKafkaFlush     FaultPoint = "after_kafka_flush"     // records flushed and acknowledged
+	FaultAfterLogPrepared    FaultPoint = "after_log_prepared"    // prepared durable (I2), EndTxn not sent
+	FaultAfterEndTxn         FaultPoint = "after_endtxn"          // Kafka committed, SQL still prepared
+	FaultAfterCommitPrepared FaultPoint = "after_commit_prepared" // both committed, log says prepared
+	FaultBeforeFinalLog      FaultPoint = "before_final_log"      // about to log committed
+)
+
+// FaultPoints lists every fault point in protocol order.
+var FaultPoints = []FaultPoint{FaultAfterSQLWork, FaultAfterPrepare, FaultAfterKafkaFlush,
+	FaultAfterLogPrepared, FaultAfterEndTxn, FaultAfterCommitPrepared, FaultBeforeFinalLog}
+
+// ParseFaultPoint accepts the names above.
+func ParseFaultPoint(s string) (FaultPoint, error) {
+	for _, p := range FaultPoints {
+		if string(p) == s {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("unknown fault point %q; one of %v", s, FaultPoints)
+}
