@@ -117,10 +117,11 @@ func Load(getenv func(string) string) (Config, error) {
 // ParseDatabases reads "name=dsn;name2=dsn2".
 func ParseDatabases(s string) (map[string]string, error) {
 	dbs := map[string]string{}
-	for _, part := range splitList(s, ";") {
+	for i, part := range splitList(s, ";") {
 		name, dsn, ok := strings.Cut(part, "=")
 		if !ok || !dbName.MatchString(name) || dsn == "" {
-			return nil, fmt.Errorf("COORDINATOR_DATABASES: %q is not name=dsn with a name of [a-z0-9_] (at most 32)", part)
+			// Only the name is quoted: the DSN may carry a password.
+			return nil, fmt.Errorf("COORDINATOR_DATABASES: entry %d (name %q) is not name=dsn with a name of [a-z0-9_] (at most 32)", i+1, name)
 		}
 		dbs[name] = dsn
 	}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kpgtx/coordinator/service"
+)
+
+// A setting is one environment variable and, where it has one, the flag that overrides it.
+type setting struct {
+	env  string
+	flag string // "" = environment only
+	kind byte   // 's' string, 'i' integer, 'd' duration
+	help string
+	def  string // the default, for the help text; "" = none
+}
+
+const envLogLevel = "COORDINATOR_LOG_LEVEL"
+
+// settings lists every environment variable the coordinator reads (service.Load, plus the
+// log level, which is the command's concern).
+var settings = func() []setting {
+	d := service.Defaults()
+	return []setting{
+		{env: "DATABASE_URL", flag: "database-url", kind: 's', help: `PostgreSQL: the coordinator log and the "default" database (required by serve)`},
+		{env: "COORDINATOR_DATABASES", kind: 's', help: `more databases for statements, "name=dsn;name2=dsn2"`},
+		{env: "KAFKA_BROKERS", flag: "kafka-brokers", kind: 's', help: "comma-separated seed brokers; empty: SQL only"},
+		{env: "KAFKA_TRANSACTIONAL_ID_PREFIX", flag: "kafka-transactional-id-prefix", kind: 's', help: "prefix of the Kafka transactional ids", def: d.TxnIDPrefix},
+		{env: "KAFKA_POOL_SIZE", flag: "pool-size", kind: 'i', help: "transactional ids, i.e. concurrent Kafka transactions", def: strconv.Itoa(d.PoolSize)},
+		{env: "KAFKA_TRANSACTION_TIMEOUT", flag: "kafka-transaction-timeout", kind: 'd', help: "the producer's transaction.timeout.ms, as a duration", def: d.KafkaTxnTimeout.String()},
+		{env: "COORDINATOR_LISTEN", flag: "listen", kind: 's', help: "HTTP address to listen on", def: d.Listen},
+		{env: "COORDINATOR_INSTANCE", flag: "instance", kind: 's', help: "stable id of this instance; keep it across restarts", def: "the host name"},
+		{env: "COORDINATOR_GID_PREFIX", flag: "gid-prefix", kind: 's', help: "prefix of the PostgreSQL prepared-transaction ids (letters, digits)", def: d.GIDPrefix},
+		{env: "COORDINATOR_DEFAULT_TIMEOUT", flag: "default-timeout", kind: 'd', help: "time budget of a request without timeout_ms", def: d.DefaultTimeout.String()},
+		{env: "COORDINATOR_MAX_TIMEOUT", flag: "max-timeout", kind: 'd', help: "largest timeout_ms accepted; below KAFKA_TRANSACTION_TIMEOUT", def: d.MaxTimeout.String()},
+		{env: "COORDINATOR_MAX_BODY_BYTES", kind: 'i', help: "largest request body", def: strconv.FormatInt(d.MaxBodyBytes, 10)},
+		{env: "COORDINATOR_MAX_STATEMENTS", kind: 'i', help: "most SQL statements in one transaction", def: strconv.Itoa(d.MaxStatements)},
+		{env: "COORDINATOR_MAX_RECORDS", kind: 'i', help: "most Kafka records in one transaction", def: strconv.Itoa(d.MaxRecords)},
+		{env: "COORDINATOR_DB_MAX_CONNS", kind: 'i', help: "connections per database pool", def: strconv.Itoa(int(d.MaxConns))},
+		{env: envLogLevel, flag: "log-level", kind: 's', help: "debug, info, warn or error", def: "info"},
+	}
+}()
+
+func printEnv(w io.Writer) {
+	for _, s := range settings {
+		line := fmt.Sprintf("  %-30s %s", s.env, s.help)
+		if s.def != "" {
+			line += " (default " + s.def + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// defineFlags defines on fs the flags of the settings named (by flag name), all with zero
+// defaults, so that only flags given on the command line override the environment.
+func defineFlags(fs *flag.FlagSet, names ...string) {
+	for _, name := range names {
+		s, ok := settingOf(name)
+		if !ok {
+			panic("coordinator: no setting for flag " + name)
+		}
+		help := s.help + " (env " + s.env
+		if s.def != "" {
+			help += ", default " + s.def
+		}
+		help += ")"
+		switch s.kind {
+		case 'i':
+			fs.Int(s.flag, 0, help)
+		case 'd':
+			fs.Duration(s.flag, 0, help)
+		default:
+			fs.String(s.flag, "", help)
+		}
+	}
+}
+
+func settingOf(flagName string) (setting, bool) {
+	for _, s := range settings {
+		if s.flag == flagName && flagName != "" {
+			return s, true
+		}
+	}
+	return setting{}, false
+}
+
+// overlay returns getenv with the flags given on fs in front of it: a flag reads as its
+// environment variable. An empty flag value reads as unset.
+func overlay(fs *flag.FlagSet, getenv func(string) string) func(string) string {
+	given := map[string]string{}
+	fs.Visit(func(f *flag.Flag) {
+		if s, ok := settingOf(f.Name); ok {
+			given[s.env] = f.Value.String()
+		}
+	})
+	return func(key string) string {
+		if v, ok := given[key]; ok {
+			return v
+		}
+		return getenv(key)
+	}
+}
+
+// without returns getenv with the keys unset.
+func without(getenv func(string) string, keys ...string) func(string) string {
+	return func(key string) string {
+		for _, k := range keys {
+			if k == key {
+				return ""
+			}
+		}
+		return getenv(key)
+	}
+}
+
+// parseFlags parses args. -h prints the command's usage (to the FlagSet's usage writer) and
+// reports help; a bad flag is a usage error of one line.
+func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
+	err = fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) { // Parse has printed the usage
+		return true, nil
+	}
+	if err != nil {
+		return false, usagef("%s: %v (see coordinator %s -h)", fs.Name(), err, fs.Name())
+	}
+	return false, nil
+}
+
+// newFlagSet returns a FlagSet that reports errors through parseFlags instead of printing or
+// exiting; its Usage prints the synopsis and the flags to out.
+func newFlagSet(name, synopsis string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: coordinator %s\n\nFlags:\n", synopsis)
+		fs.SetOutput(out)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+// logLevel reads COORDINATOR_LOG_LEVEL (or -log-level).
+func logLevel(getenv func(string) string) (slog.Level, error) {
+	var l slog.Level
+	v := getenv(envLogLevel)
+	if v == "" {
+		return slog.LevelInfo, nil
+	}
+	if err := l.UnmarshalText([]byte(v)); err != nil {
+		return l, usagef("log level %q (-log-level, %s): want debug, info, warn or error", v, envLogLevel)
+	}
+	return l, nil
+}
+
+// describeDSN names the server and database of a DSN without its password (or user).
+func describeDSN(dsn string) string {
+	c, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "(unparseable)"
+	}
+	host := c.Host
+	if strings.HasPrefix(host, "/") { // Unix socket directory
+		return fmt.Sprintf("%s/.s.PGSQL.%d/%s", host, c.Port, c.Database)
+	}
+	return fmt.Sprintf("%s:%d/%s", host, c.Port, c.Database)
+}
+
+// describeConfig is what the startup log says about the configuration: no secrets.
+func describeConfig(cfg service.Config) []any {
+	names := append([]string{}, slices.Sorted(maps.Keys(cfg.Databases))...)
+	brokers := strings.Join(cfg.Brokers, ",")
+	if brokers == "" {
+		brokers = "(none: SQL only)"
+	}
+	return []any{
+		"instance", cfg.Instance,
+		"listen", cfg.Listen,
+		"database", describeDSN(cfg.DatabaseURL),
+		"databases", names,
+		"kafka_brokers", brokers,
+		"pool_size", cfg.PoolSize,
+		"kafka_transaction_timeout", cfg.KafkaTxnTimeout.String(),
+		"gid_prefix", cfg.GIDPrefix,
+		"transactional_id_prefix", cfg.TxnIDPrefix,
+		"max_timeout", cfg.MaxTimeout.String(),
+	}
+}
