@@ -8,24 +8,24 @@
 //
 // # State Model
 //
-//	           Begin (log insert)
-//	                 │
-//	                 ▼
-//	   ┌──────────► active ───────────────────────────────┐
-//	   │             │ phase 1: SQL work ∥ Kafka produce   │ any failure before the decision:
-//	   │             │ PREPARE each db ∥ flush             │ abort Kafka, ROLLBACK PREPARED
-//	   │             │                                     ▼
-//	   │   one db,   ├── no Kafka, several dbs ──► committing ──► committed
-//	   │   no Kafka: │        (durable decision)        │
-//	   │   COMMIT ───┼──────────────────────────────────┼──────► committed
-//	   │             ▼                                  │
-//	   │          prepared  (I2: Kafka ids durable)      │
-//	   │             │ EndTxn(commit) = the decision     │
-//	   │             ├── Kafka committed ─► COMMIT PREPARED ─► committed
-//	   │             ├── Kafka aborted ───► ROLLBACK PREPARED ► aborted
-//	   │             └── no answer ───────► stays prepared (202; recovery resends EndTxn)
-//	   │
-//	   └── retry of an aborted-retriable request with the same body (503 said "safe to retry")
+//	        Begin (log insert)
+//	              │
+//	              ▼
+//	┌──────────► active ───────────────────────────────┐
+//	│             │ phase 1: SQL work ∥ Kafka produce   │ any failure before the decision:
+//	│             │ PREPARE each db ∥ flush             │ abort Kafka, ROLLBACK PREPARED
+//	│             │                                     ▼
+//	│   one db,   ├── no Kafka, several dbs ──► committing ──► committed
+//	│   no Kafka: │        (durable decision)        │
+//	│   COMMIT ───┼──────────────────────────────────┼──────► committed
+//	│             ▼                                  │
+//	│          prepared  (I2: Kafka ids durable)      │
+//	│             │ EndTxn(commit) = the decision     │
+//	│             ├── Kafka committed ─► COMMIT PREPARED ─► committed
+//	│             ├── Kafka aborted ───► ROLLBACK PREPARED ► aborted
+//	│             └── no answer ───────► stays prepared (202; recovery resends EndTxn)
+//	│
+//	└── retry of an aborted-retriable request with the same body (503 said "safe to retry")
 //
 // A participant resolved by hand against the decision ends heuristic_mixed; an outcome that
 // cannot be decided ends heuristic. Both wait for an operator.

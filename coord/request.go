@@ -101,7 +101,7 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 // coordinator's transaction. (Several statements in one string are refused by PostgreSQL
 // itself: statements run through the extended protocol.)
 func transactionControl(stmt string) string {
-	fields := strings.Fields(strings.TrimLeft(stmt, "( \t\r\n"))
+	fields := strings.Fields(strings.TrimLeft(stripLeadingComments(stmt), "( \t\r\n"))
 	if len(fields) == 0 {
 		return ""
 	}
@@ -110,6 +110,45 @@ func transactionControl(stmt string) string {
 		return kw
 	}
 	return ""
+}
+
+// stripLeadingComments removes the -- and /* */ comments (and white space) before the first
+// token, which PostgreSQL ignores: "/* x */ COMMIT" is a COMMIT.
+func stripLeadingComments(s string) string {
+	for {
+		s = strings.TrimLeft(s, " \t\r\n(")
+		switch {
+		case strings.HasPrefix(s, "--"):
+			i := strings.IndexByte(s, '\n')
+			if i < 0 {
+				return ""
+			}
+			s = s[i+1:]
+		case strings.HasPrefix(s, "/*"):
+			// Block comments nest in PostgreSQL.
+			depth, i := 0, 0
+			for i < len(s) {
+				if strings.HasPrefix(s[i:], "/*") {
+					depth++
+					i += 2
+				} else if strings.HasPrefix(s[i:], "*/") {
+					depth--
+					i += 2
+					if depth == 0 {
+						break
+					}
+				} else {
+					i++
+				}
+			}
+			if depth != 0 {
+				return ""
+			}
+			s = s[i:]
+		default:
+			return s
+		}
+	}
 }
 
 func isScalar(v any) bool {

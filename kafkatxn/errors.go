@@ -40,13 +40,14 @@ func classify(err error) *coord.Failure {
 		f.Class = coord.ClassAbortable
 	case errors.As(err, &ke):
 		f.Class = classifyCode(ke)
-	case isConnError(err):
-		// The broker is unreachable: nothing can have been committed by us; safe to retry.
-		f.Class, f.Unavailable = coord.ClassRetriable, true
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, kgo.ErrRecordTimeout),
 		errors.Is(err, kgo.ErrRecordRetries):
 		// Out of time inside the budget: this transaction cannot commit, the producer is fine.
+		// (Checked before isConnError: context.DeadlineExceeded is also a net.Error.)
 		f.Class = coord.ClassAbortable
+	case isConnError(err):
+		// The broker is unreachable: nothing can have been committed by us; safe to retry.
+		f.Class, f.Unavailable = coord.ClassRetriable, true
 	case errors.Is(err, kgo.ErrAborting), errors.Is(err, context.Canceled):
 		f.Class = coord.ClassAbortable
 	default:
@@ -76,7 +77,9 @@ func classifyCode(ke *kerr.Error) coord.Class {
 		// Abortable: this transaction cannot commit; the producer stays usable after an abort.
 		return coord.ClassAbortable
 	}
-	if ke.Retriable {
+	if ke.Retriable || ke == kerr.ConcurrentTransactions {
+		// (CONCURRENT_TRANSACTIONS is not flagged retriable by Kafka, but it only means the
+		// previous transaction on the id is still completing.)
 		// Retriable: kgo retried inside the budget already (leader moves, NOT_ENOUGH_REPLICAS,
 		// coordinator loading); the request as a whole may be retried by the caller.
 		return coord.ClassRetriable

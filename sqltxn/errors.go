@@ -36,20 +36,25 @@ func classify(database string, err error) *coord.Failure {
 	switch {
 	case errors.As(err, &pe):
 		f.SQLState = pe.Code
+		class := pe.Code
+		if len(class) > 2 {
+			class = class[:2]
+		}
 		switch {
 		case pe.Code == sqlstateSerializationFailure || pe.Code == sqlstateDeadlockDetected:
 			f.Class = coord.ClassRetriable
-		case pe.Code[:2] == "08" || pe.Code[:2] == "57" || pe.Code[:2] == "53":
+		case class == "08" || class == "57" || class == "53":
 			// connection exception, operator intervention (shutdown), insufficient resources
 			f.Class, f.Unavailable = coord.ClassRetriable, true
-		case pe.Code[:2] == "28" || pe.Code[:2] == "42" && pe.Code == "42501":
+		case class == "28" || pe.Code == "42501":
 			// invalid authorization, insufficient privilege
 			f.Class = coord.ClassInvalidConfig
 		}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// Out of budget: abortable. (Before isConnError: DeadlineExceeded is a net.Error too.)
+		f.Class = coord.ClassAbortable
 	case isConnError(err):
 		f.Class, f.Unavailable = coord.ClassRetriable, true
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		f.Class = coord.ClassAbortable
 	}
 	return f
 }

@@ -1,0 +1,66 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+func TestStatusOf(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		class  string
+	}{
+		{"body too large", errBodyTooLarge, http.StatusRequestEntityTooLarge, "invalid_request"},
+		{"body too large wrapped", fmt.Errorf("%w: the limit is 1024 bytes", errBodyTooLarge), http.StatusRequestEntityTooLarge, "invalid_request"},
+		{"invalid request", coord.ErrInvalidRequest, http.StatusBadRequest, "invalid_request"},
+		{"invalid error", &coord.InvalidError{}, http.StatusBadRequest, "invalid_request"},
+		{"invalid error with field", &coord.InvalidError{Field: "sql[0].statement", Reason: "must not be empty"}, http.StatusBadRequest, "invalid_request"},
+		{"invalid error wrapped", fmt.Errorf("decode: %w", &coord.InvalidError{Field: "id"}), http.StatusBadRequest, "invalid_request"},
+		{"id conflict", coord.ErrIDConflict, http.StatusUnprocessableEntity, "id_conflict"},
+		{"id conflict wrapped", fmt.Errorf("r1: %w", coord.ErrIDConflict), http.StatusUnprocessableEntity, "id_conflict"},
+		{"not found", coord.ErrNotFound, http.StatusNotFound, "not_found"},
+		{"not found wrapped", fmt.Errorf("get r1: %w", coord.ErrNotFound), http.StatusNotFound, "not_found"},
+		{"aborted", coord.ErrAborted, http.StatusConflict, "aborted"},
+		{"in doubt", coord.ErrInDoubt, http.StatusAccepted, "in_doubt"},
+		{"unavailable", coord.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
+		{"outcome aborted", &coord.OutcomeError{Sentinel: coord.ErrAborted}, http.StatusConflict, "aborted"},
+		{"outcome aborted with cause", &coord.OutcomeError{Sentinel: coord.ErrAborted, Cause: errors.New("23505"), Txn: &coord.Transaction{ID: "r1"}}, http.StatusConflict, "aborted"},
+		{"outcome in doubt", &coord.OutcomeError{Sentinel: coord.ErrInDoubt}, http.StatusAccepted, "in_doubt"},
+		{"outcome unavailable", &coord.OutcomeError{Sentinel: coord.ErrUnavailable, Cause: errors.New("dial tcp: refused")}, http.StatusServiceUnavailable, "unavailable"},
+		{"outcome wrapped", fmt.Errorf("execute: %w", &coord.OutcomeError{Sentinel: coord.ErrInDoubt}), http.StatusAccepted, "in_doubt"},
+		// The sentinel decides, not a cause that would map elsewhere.
+		{"outcome aborted caused by unavailable", &coord.OutcomeError{Sentinel: coord.ErrAborted, Cause: coord.ErrUnavailable}, http.StatusConflict, "aborted"},
+		{"unknown", errors.New("boom"), http.StatusInternalServerError, "internal"},
+		{"kafka aborted is not a status", coord.ErrKafkaAborted, http.StatusInternalServerError, "internal"},
+		{"failure", &coord.Failure{Participant: "kafka", Class: coord.ClassInternal, Err: errors.New("x")}, http.StatusInternalServerError, "internal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			status, class := statusOf(tt.err)
+			assert.Equal(t, tt.status, status)
+			assert.Equal(t, tt.class, class)
+		})
+	}
+}
+
+func TestStatusTableUnique(t *testing.T) {
+	t.Parallel()
+	seen := map[int]bool{}
+	for _, e := range statusTable {
+		assert.False(t, seen[e.status], "status %d appears twice", e.status)
+		seen[e.status] = true
+		status, class := statusOf(e.err)
+		assert.Equal(t, e.status, status, "%v", e.err)
+		assert.Equal(t, e.class, class, "%v", e.err)
+	}
+}

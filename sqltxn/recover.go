@@ -1,0 +1,58 @@
+package sqltxn
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Names lists the configured databases.
+func (d *Databases) Names() []string {
+	names := make([]string, 0, len(d.pools))
+	for n := range d.pools {
+		names = append(names, n)
+	}
+	return names
+}
+
+// PreparedGIDs lists the prepared transactions on the database's server whose gid starts with
+// prefix and ends with "@<database>" (this coordinator's, on this database), with their age.
+func (d *Databases) PreparedGIDs(ctx context.Context, database, prefix string) (map[string]time.Duration, error) {
+	pool, err := d.Pool(database)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := pool.Query(ctx, `SELECT gid, extract(epoch FROM now() - prepared)::float8 FROM pg_prepared_xacts
+WHERE database = current_database() AND starts_with(gid, $1) AND gid LIKE $2`,
+		prefix, "%@"+strings.ReplaceAll(database, "_", `\_`))
+	if err != nil {
+		return nil, fmt.Errorf("database %q: list prepared transactions: %w", database, err)
+	}
+	out := map[string]time.Duration{}
+	for rows.Next() {
+		var gid string
+		var secs float64
+		if err := rows.Scan(&gid, &secs); err != nil {
+			return nil, err
+		}
+		out[gid] = time.Duration(secs * float64(time.Second))
+	}
+	return out, rows.Err()
+}
+
+// OldMarkers lists marker gids older than age (database time), at most limit.
+func (d *Databases) OldMarkers(ctx context.Context, database string, age time.Duration, limit int) ([]string, error) {
+	pool, err := d.Pool(database)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := pool.Query(ctx, `SELECT gid FROM coordinator_markers WHERE created_at < now() - $1::interval
+ORDER BY created_at LIMIT $2`, age.String(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("database %q: list markers: %w", database, err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
