@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/recovery"
 	"github.com/kpgtx/coordinator/txlog"
 )
 
@@ -31,20 +32,21 @@ type Config struct {
 
 // Server holds the handlers' dependencies.
 type Server struct {
-	cfg   Config
-	coord *coord.Coordinator
-	log   *txlog.Log
+	cfg      Config
+	coord    *coord.Coordinator
+	log      *txlog.Log
+	recovery *recovery.Loop
 }
 
 // NewServer returns the API's handlers.
-func NewServer(cfg Config, c *coord.Coordinator, log *txlog.Log) *Server {
+func NewServer(cfg Config, c *coord.Coordinator, log *txlog.Log, rec *recovery.Loop) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Server{cfg: cfg, coord: c, log: log}
+	return &Server{cfg: cfg, coord: c, log: log, recovery: rec}
 }
 
 // Handler returns the router.
@@ -53,6 +55,7 @@ func (s *Server) Handler() http.Handler {
 	r.Post("/v1/transactions", s.handle(s.createTransaction))
 	r.Get("/v1/transactions", s.handle(s.listTransactions))
 	r.Get("/v1/transactions/{id}", s.handle(s.getTransaction))
+	r.Post("/v1/recovery/run", s.handle(s.runRecovery))
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(OpenAPI)
@@ -224,6 +227,18 @@ func (s *Server) listTransactions(w http.ResponseWriter, r *http.Request) error 
 		page.Transactions = []*coord.Transaction{}
 	}
 	writeJSON(w, http.StatusOK, listResponse{Transactions: page.Transactions, Next: page.Next})
+	return nil
+}
+
+// runRecovery runs one recovery pass now and reports what it did.
+func (s *Server) runRecovery(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.recovery.RunOnce(r.Context())
+	body := map[string]any{"resolved": st.Resolved, "failed": st.Failed, "orphans": st.Orphans,
+		"markers": st.Markers, "taken_over": st.TakenOver}
+	if err != nil {
+		body["error"] = err.Error()
+	}
+	writeJSON(w, http.StatusOK, body)
 	return nil
 }
 

@@ -37,7 +37,8 @@ type Coordinator struct {
 	kafka Kafka // nil when no Kafka is configured
 	sql   SQL
 
-	inflight sync.Map // gid → struct{}: transactions this process is running
+	inflight   sync.Map // gid → struct{}: transactions this process is running
+	quarantine sync.Map // gid → transactional id left quarantined before prepared was logged
 }
 
 // New returns a Coordinator. kafka may be nil (SQL-only deployments).
@@ -116,6 +117,16 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 func (c *Coordinator) InFlight(gid string) bool {
 	_, ok := c.inflight.Load(gid)
 	return ok
+}
+
+// TakeQuarantined returns (once) the transactional id that an in-doubt transaction of this
+// process left quarantined, for recovery to release after resolving it.
+func (c *Coordinator) TakeQuarantined(gid string) (string, bool) {
+	v, ok := c.quarantine.LoadAndDelete(gid)
+	if !ok {
+		return "", false
+	}
+	return v.(string), true
 }
 
 // fault calls the test-only fault hook at a protocol step boundary.
@@ -400,6 +411,10 @@ func (c *Coordinator) abort(w *work, cause error) (*Transaction, error) {
 func (c *Coordinator) inDoubt(w *work, cause error) (*Transaction, error) {
 	c.cfg.Logger.Error("transaction in doubt; left to recovery", "gid", w.t.GID, "state", w.t.State, "error", cause)
 	if w.ktx != nil {
+		if w.t.Kafka == nil || w.t.State == StateActive {
+			// The log may not name the id: remember it so recovery can release it.
+			c.quarantine.Store(w.t.GID, w.ktx.TransactionalID())
+		}
 		w.ktx.Release(false)
 	}
 	return w.t, &OutcomeError{Sentinel: ErrInDoubt, Txn: w.t, Cause: cause}

@@ -2,6 +2,8 @@ package service
 
 import (
 	"fmt"
+
+	"github.com/kpgtx/coordinator/coord"
 	"os"
 	"regexp"
 	"strconv"
@@ -28,6 +30,15 @@ type Config struct {
 	MaxStatements   int           // COORDINATOR_MAX_STATEMENTS
 	MaxRecords      int           // COORDINATOR_MAX_RECORDS
 	MaxConns        int32         // COORDINATOR_DB_MAX_CONNS: per database pool
+	// RecoveryInterval is the period of the recovery loop (COORDINATOR_RECOVERY_INTERVAL).
+	RecoveryInterval time.Duration
+	// InstanceLease: an instance silent for longer (and whose lock is free) is taken over
+	// (COORDINATOR_INSTANCE_LEASE).
+	InstanceLease time.Duration
+	// ClaimWait is how long startup waits for this instance's lock (COORDINATOR_CLAIM_WAIT).
+	ClaimWait time.Duration
+	// Fault makes the process kill itself at a protocol step (COORDINATOR_FAULT). Test-only.
+	Fault string
 }
 
 // Defaults returns the configuration with nothing set.
@@ -46,6 +57,10 @@ func Defaults() Config {
 		MaxStatements:   100,
 		MaxRecords:      1000,
 		MaxConns:        64,
+
+		RecoveryInterval: 5 * time.Second,
+		InstanceLease:    15 * time.Second,
+		ClaimWait:        10 * time.Second,
 	}
 }
 
@@ -106,6 +121,10 @@ func Load(getenv func(string) string) (Config, error) {
 	if conns != 0 {
 		c.MaxConns = int32(conns)
 	}
+	duration("COORDINATOR_RECOVERY_INTERVAL", &c.RecoveryInterval)
+	duration("COORDINATOR_INSTANCE_LEASE", &c.InstanceLease)
+	duration("COORDINATOR_CLAIM_WAIT", &c.ClaimWait)
+	str("COORDINATOR_FAULT", &c.Fault)
 	integer("COORDINATOR_MAX_STATEMENTS", &c.MaxStatements)
 	integer("COORDINATOR_MAX_RECORDS", &c.MaxRecords)
 	if len(errs) > 0 {
@@ -169,6 +188,20 @@ func (c Config) Validate() error {
 	}
 	if c.MaxStatements < 1 || c.MaxRecords < 1 {
 		errs = append(errs, "COORDINATOR_MAX_STATEMENTS and COORDINATOR_MAX_RECORDS must be at least 1")
+	}
+	if c.RecoveryInterval < 10*time.Millisecond {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_RECOVERY_INTERVAL=%s: at least 10ms", c.RecoveryInterval))
+	}
+	if c.InstanceLease < 2*c.RecoveryInterval {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_INSTANCE_LEASE=%s must be at least twice COORDINATOR_RECOVERY_INTERVAL=%s (the heartbeat period)", c.InstanceLease, c.RecoveryInterval))
+	}
+	if c.ClaimWait < 0 {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_CLAIM_WAIT=%s: must not be negative", c.ClaimWait))
+	}
+	if c.Fault != "" {
+		if _, err := coord.ParseFaultPoint(c.Fault); err != nil {
+			errs = append(errs, "COORDINATOR_FAULT: "+err.Error())
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("configuration: %s", strings.Join(errs, "; "))

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,6 +18,7 @@ import (
 	"github.com/kpgtx/coordinator/api"
 	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/kafkatxn"
+	"github.com/kpgtx/coordinator/recovery"
 	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txlog"
 )
@@ -26,9 +29,11 @@ type Service struct {
 	Log    *txlog.Log
 	SQL    *sqltxn.Databases
 	Kafka  *kafkatxn.Pool // nil without brokers
-	Coord  *coord.Coordinator
-	API    *api.Server
-	logger *slog.Logger
+	Coord    *coord.Coordinator
+	API      *api.Server
+	Recovery *recovery.Loop
+	owner    *recovery.Owner
+	logger   *slog.Logger
 }
 
 // Open checks the configuration and the dependencies, migrates the log and starts the
@@ -74,6 +79,16 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		return nil, err
 	}
 
+	// I8: one live process per instance id. The lock is taken before any transactional id of
+	// this instance is touched.
+	s.owner, err = recovery.Claim(ctx, cfg.DatabaseURL, cfg.Instance, cfg.ClaimWait)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Log.RegisterInstance(ctx, cfg.Instance, cfg.TxnIDPrefix, cfg.PoolSize); err != nil {
+		return nil, err
+	}
+
 	var kafka coord.Kafka
 	if len(cfg.Brokers) > 0 {
 		// I1: ids of this instance's in-doubt transactions stay out of the pool.
@@ -101,18 +116,58 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		Limits:         coord.Limits{MaxStatements: cfg.MaxStatements, MaxRecords: cfg.MaxRecords, MaxTimeout: cfg.MaxTimeout},
 		DefaultTimeout: cfg.DefaultTimeout,
 		Logger:         logger,
+		Fault:          faultHook(cfg.Fault, logger),
 	}, s.Log, kafka, s.SQL)
-	s.API = api.NewServer(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger}, s.Coord, s.Log)
+
+	s.Recovery = recovery.New(recovery.Config{
+		Instance:        cfg.Instance,
+		GIDPrefix:       cfg.GIDPrefix,
+		DSN:             cfg.DatabaseURL,
+		Interval:        cfg.RecoveryInterval,
+		Lease:           cfg.InstanceLease,
+		KafkaTxnTimeout: cfg.KafkaTxnTimeout,
+		Logger:          logger,
+	}, s.owner, s.Log, s.SQL, s.Kafka, s.Coord)
+	// Startup pass: every in-doubt transaction of this instance is resolved (or scheduled) before
+	// the first request is served.
+	if st, err := s.Recovery.RunOnce(ctx); err != nil {
+		logger.Warn("startup recovery pass incomplete; the loop retries", "error", err,
+			"resolved", st.Resolved, "failed", st.Failed)
+	}
+	s.API = api.NewServer(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger}, s.Coord, s.Log, s.Recovery)
 	ok = true
 	return s, nil
+}
+
+// Start runs the background services (the recovery loop) until ctx is done.
+func (s *Service) Start(ctx context.Context) {
+	s.Recovery.Start(ctx)
+}
+
+// faultHook is the test-only COORDINATOR_FAULT: the process kills itself (SIGKILL, no cleanup)
+// when the protocol reaches the named step, as a crash would.
+func faultHook(point string, logger *slog.Logger) func(coord.FaultPoint) {
+	if point == "" {
+		return nil
+	}
+	return func(p coord.FaultPoint) {
+		if string(p) != point {
+			return
+		}
+		logger.Error("COORDINATOR_FAULT reached: killing the process", "fault_point", point)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // never continue past the fault point
+	}
 }
 
 // Handler is the HTTP API.
 func (s *Service) Handler() http.Handler { return s.API.Handler() }
 
-// Serve serves the API on ln until ctx is done, then shuts down, letting requests in flight
+// Serve runs the background services and serves the API on ln until ctx is done, then shuts down, letting requests in flight
 // finish (within the bound) so that none is abandoned between prepare and decision.
 func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
+	s.Start(ctx)
+	defer s.Recovery.Wait()
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -141,6 +196,7 @@ func (s *Service) Close() {
 	if s.SQL != nil {
 		s.SQL.Close()
 	}
+	s.owner.Close(context.Background())
 	if s.Log != nil {
 		s.Log.Pool().Close()
 	}

@@ -148,7 +148,11 @@ func newEnv(t testing.TB, o envOpts) *env {
 	require.NoError(t, err)
 	e.svc = svc
 	e.srv = httptest.NewServer(svc.Handler())
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	svc.Start(loopCtx)
 	t.Cleanup(func() {
+		stopLoop()
+		svc.Recovery.Wait()
 		e.srv.Close()
 		svc.Close()
 		e.rollbackLeftovers(dsn)

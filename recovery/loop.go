@@ -1,0 +1,257 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/kafkatxn"
+	"github.com/kpgtx/coordinator/sqltxn"
+	"github.com/kpgtx/coordinator/txlog"
+)
+
+// Config tunes the recovery loop.
+type Config struct {
+	Instance  string
+	GIDPrefix string
+	// DSN of the log, for the owner's dedicated connection (re-claimed after it is lost).
+	DSN string
+	// Interval between passes (and heartbeats).
+	Interval time.Duration
+	// Lease: an instance silent for longer, whose lock is free, is taken over.
+	Lease time.Duration
+	// BackoffBase and BackoffMax bound the per-transaction exponential backoff (with jitter).
+	BackoffBase, BackoffMax time.Duration
+	// Parallelism is how many transactions a pass resolves at once.
+	Parallelism int
+	// MarkerAge: marker rows of final transactions older than this are deleted.
+	MarkerAge time.Duration
+	// KafkaTxnTimeout is the producers' transaction timeout, to explain aborts.
+	KafkaTxnTimeout time.Duration
+	Logger          *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.Interval <= 0 {
+		c.Interval = 5 * time.Second
+	}
+	if c.Lease <= 0 {
+		c.Lease = 3 * c.Interval
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = 500 * time.Millisecond
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = time.Minute
+	}
+	if c.Parallelism <= 0 {
+		c.Parallelism = 16
+	}
+	if c.MarkerAge <= 0 {
+		c.MarkerAge = time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Coordinator is what the loop needs from the live coordinator.
+type Coordinator interface {
+	// InFlight reports transactions this process is running right now.
+	InFlight(gid string) bool
+	// TakeQuarantined returns the transactional id that a transaction of this process left
+	// quarantined without logging it (its outcome was unknown before prepared).
+	TakeQuarantined(gid string) (string, bool)
+}
+
+// Loop resolves in-doubt transactions: once at startup (before the pool serves), then
+// periodically, and at once on Trigger. One shape for every background service: New, Start(ctx)
+// (stops when ctx is done), Wait.
+type Loop struct {
+	cfg   Config
+	log   *txlog.Log
+	sql   *sqltxn.Databases
+	kafka *kafkatxn.Pool // nil without Kafka
+	coord Coordinator
+
+	ownerMu sync.Mutex
+	owner   *Owner
+
+	trigger chan struct{}
+	done    chan struct{}
+
+	passes   atomic.Int64
+	failures atomic.Int64
+}
+
+// New returns a loop. owner is the instance's claimed lock (Claim).
+func New(cfg Config, owner *Owner, log *txlog.Log, sql *sqltxn.Databases, kafka *kafkatxn.Pool, c Coordinator) *Loop {
+	cfg.defaults()
+	return &Loop{cfg: cfg, owner: owner, log: log, sql: sql, kafka: kafka, coord: c,
+		trigger: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// Stats counts one pass.
+type Stats struct {
+	Resolved  int // reached a final state
+	Failed    int // attempt failed; retried after backoff
+	Orphans   int // prepared gids without a log row, rolled back
+	Markers   int // marker rows deleted
+	TakenOver int // dead instances taken over
+}
+
+// Start runs passes every Interval and on Trigger until ctx is done.
+func (l *Loop) Start(ctx context.Context) {
+	go func() {
+		defer close(l.done)
+		t := time.NewTicker(l.cfg.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-l.trigger:
+			}
+			if _, err := l.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				l.cfg.Logger.Warn("recovery pass failed", "error", err)
+			}
+		}
+	}()
+}
+
+// Wait blocks until the loop started by Start has stopped.
+func (l *Loop) Wait() { <-l.done }
+
+// Trigger asks for a pass now.
+func (l *Loop) Trigger() {
+	select {
+	case l.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Passes and Failures count passes and failed passes since start.
+func (l *Loop) Passes() int64   { return l.passes.Load() }
+func (l *Loop) Failures() int64 { return l.failures.Load() }
+
+// RunOnce is one pass: heartbeat, this instance's due transactions, orphans, old markers, and
+// takeover of dead instances.
+func (l *Loop) RunOnce(ctx context.Context) (Stats, error) {
+	l.passes.Add(1)
+	var st Stats
+	err := l.runOnce(ctx, &st)
+	if err != nil {
+		l.failures.Add(1)
+	}
+	if st.Resolved+st.Orphans+st.TakenOver > 0 {
+		l.cfg.Logger.Info("recovery pass", "resolved", st.Resolved, "failed", st.Failed,
+			"orphans", st.Orphans, "markers", st.Markers, "taken_over", st.TakenOver)
+	}
+	return st, err
+}
+
+func (l *Loop) runOnce(ctx context.Context, st *Stats) error {
+	var errs error
+	if err := l.keepOwnership(ctx); err != nil {
+		errs = errors.Join(errs, err)
+	}
+	if err := l.log.Heartbeat(ctx, l.cfg.Instance); err != nil {
+		errs = errors.Join(errs, err)
+	}
+	if err := l.resolveDue(ctx, l.cfg.Instance, st); err != nil {
+		errs = errors.Join(errs, err)
+	}
+	if err := l.orphans(ctx, st); err != nil {
+		errs = errors.Join(errs, err)
+	}
+	if err := l.sweepMarkers(ctx, st); err != nil {
+		errs = errors.Join(errs, err)
+	}
+	if err := l.takeover(ctx, st); err != nil {
+		errs = errors.Join(errs, err)
+	}
+	return errs
+}
+
+// keepOwnership re-claims the instance lock when its session was lost (PostgreSQL restarted).
+func (l *Loop) keepOwnership(ctx context.Context) error {
+	l.ownerMu.Lock()
+	defer l.ownerMu.Unlock()
+	if l.owner != nil && l.owner.Check(ctx) == nil {
+		return nil
+	}
+	if l.cfg.DSN == "" {
+		return nil
+	}
+	if l.owner != nil {
+		l.owner.Close(ctx)
+		l.owner = nil
+	}
+	o, err := Claim(ctx, l.cfg.DSN, l.cfg.Instance, time.Second)
+	if err != nil {
+		return err
+	}
+	l.owner = o
+	l.cfg.Logger.Warn("instance lock re-claimed after its session was lost", "instance", l.cfg.Instance)
+	return nil
+}
+
+// resolveDue resolves the instance's due transactions, Parallelism at a time, until none is
+// left that this pass has not tried.
+func (l *Loop) resolveDue(ctx context.Context, instance string, st *Stats) error {
+	tried := map[string]bool{}
+	var mu sync.Mutex
+	for {
+		rows, err := l.log.Due(ctx, instance, 4*l.cfg.Parallelism)
+		if err != nil {
+			return err
+		}
+		var todo []*coord.Transaction
+		for _, t := range rows {
+			if !tried[t.GID] && !(instance == l.cfg.Instance && l.coord.InFlight(t.GID)) {
+				tried[t.GID] = true
+				todo = append(todo, t)
+			}
+		}
+		if len(todo) == 0 {
+			return nil
+		}
+		sem := make(chan struct{}, l.cfg.Parallelism)
+		var wg sync.WaitGroup
+		for _, t := range todo {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				err := l.resolve(ctx, t, instance == l.cfg.Instance)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					st.Failed++
+					return
+				}
+				st.Resolved++
+			}()
+		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// backoff is exponential in the attempt count with full jitter in [d/2, d].
+func (l *Loop) backoff(attempts int) time.Duration {
+	d := l.cfg.BackoffBase << min(attempts, 16)
+	if d > l.cfg.BackoffMax || d <= 0 {
+		d = l.cfg.BackoffMax
+	}
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}

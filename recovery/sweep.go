@@ -1,0 +1,163 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// orphanMinAge protects a gid whose row was just reset for a retry from being taken for a
+// leftover of its earlier, final attempt.
+const orphanMinAge = 30 * time.Second
+
+// orphans (I6): prepared gids with this coordinator's prefix and no log row are rolled back;
+// leftovers of transactions whose final state is logged follow that state. Gids of transactions
+// that are not final belong to resolve (or to a live request) and are left alone.
+func (l *Loop) orphans(ctx context.Context, st *Stats) error {
+	var errs error
+	for _, db := range l.sql.Names() {
+		prepared, err := l.sql.PreparedGIDs(ctx, db, l.cfg.GIDPrefix+"_")
+		if err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		if len(prepared) == 0 {
+			continue
+		}
+		globals := make([]string, 0, len(prepared))
+		for g := range prepared {
+			globals = append(globals, globalGID(g))
+		}
+		states, err := l.log.States(ctx, globals)
+		if err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		for g, age := range prepared {
+			state, known := states[globalGID(g)]
+			switch {
+			case !known:
+				l.cfg.Logger.Warn("rolling back orphan prepared transaction (no log row)", "database", db, "gid", g)
+				err = l.sql.RollbackPrepared(ctx, db, g)
+				if err == nil {
+					st.Orphans++
+				}
+			case state == coord.StateCommitted && age > orphanMinAge:
+				err = l.sql.CommitPrepared(ctx, db, g)
+			case state == coord.StateAborted && age > orphanMinAge:
+				err = l.sql.RollbackPrepared(ctx, db, g)
+			default:
+				continue
+			}
+			if err != nil {
+				errs = errors.Join(errs, fmt.Errorf("orphan %s on %s: %w", g, db, err))
+			}
+		}
+	}
+	return errs
+}
+
+// sweepMarkers deletes marker rows that no longer prove anything: their transaction's final
+// state is logged (or it has no row). Markers of heuristic transactions stay as evidence.
+func (l *Loop) sweepMarkers(ctx context.Context, st *Stats) error {
+	var errs error
+	for _, db := range l.sql.Names() {
+		gids, err := l.sql.OldMarkers(ctx, db, l.cfg.MarkerAge, 1000)
+		if err != nil || len(gids) == 0 {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		globals := make([]string, len(gids))
+		for i, g := range gids {
+			globals[i] = globalGID(g)
+		}
+		states, err := l.log.States(ctx, globals)
+		if err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		var del []string
+		for _, g := range gids {
+			if s, ok := states[globalGID(g)]; !ok || s == coord.StateCommitted || s == coord.StateAborted {
+				del = append(del, g)
+			}
+		}
+		if len(del) == 0 {
+			continue
+		}
+		if err := l.sql.DeleteMarkers(ctx, db, del); err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		st.Markers += len(del)
+	}
+	return errs
+}
+
+// globalGID strips the "@database" suffix of a SQL gid.
+func globalGID(sqlGID string) string {
+	if i := strings.LastIndexByte(sqlGID, '@'); i >= 0 {
+		return sqlGID[:i]
+	}
+	return sqlGID
+}
+
+// takeover (I8): an instance silent for longer than the lease whose lock is free is dead; its
+// in-doubt transactions are resolved here, then its transactional ids are re-initialised
+// (aborting what it left open). Holding its lock meanwhile keeps it from restarting halfway.
+func (l *Loop) takeover(ctx context.Context, st *Stats) error {
+	others, err := l.log.Instances(ctx, l.cfg.Instance)
+	if err != nil {
+		return err
+	}
+	var errs error
+	for _, in := range others {
+		if in.Silent < l.cfg.Lease {
+			continue
+		}
+		l.ownerMu.Lock()
+		owner := l.owner
+		l.ownerMu.Unlock()
+		if owner == nil {
+			return nil
+		}
+		free, err := owner.TryLock(ctx, in.ID)
+		if err != nil || !free {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		err = l.takeOver(ctx, in.ID, in.TxnIDPrefix, in.PoolSize, st)
+		if uerr := owner.Unlock(ctx, in.ID); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+		errs = errors.Join(errs, err)
+	}
+	return errs
+}
+
+func (l *Loop) takeOver(ctx context.Context, instance, prefix string, poolSize int, st *Stats) error {
+	before := st.Resolved
+	if err := l.resolveDue(ctx, instance, st); err != nil {
+		return err
+	}
+	if l.kafka != nil {
+		var ids []string
+		for n := range poolSize {
+			id := prefix + "-" + instance + "-" + fmt.Sprint(n)
+			if busy, err := l.log.TransactionalIDInDoubt(ctx, id); err != nil || busy {
+				continue // still in doubt: re-initialising would abort it (I1)
+			}
+			ids = append(ids, id)
+		}
+		if err := l.kafka.Reinit(ctx, ids); err != nil {
+			return err
+		}
+	}
+	st.TakenOver++
+	l.cfg.Logger.Warn("took over a dead instance", "dead_instance", instance, "resolved", st.Resolved-before)
+	return nil
+}
