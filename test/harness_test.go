@@ -61,6 +61,7 @@ type env struct {
 	brokers []string
 	topic   string
 	prefix  string
+	cfg     service.Config
 }
 
 type envOpts struct {
@@ -106,6 +107,28 @@ func createSchema(t testing.TB, dsn, schema string) *pgxpool.Pool {
 
 func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
+	e := newStore(t, o)
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	svc, err := service.Open(ctx, e.cfg, logger)
+	require.NoError(t, err)
+	e.svc = svc
+	e.srv = httptest.NewServer(svc.Handler())
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	svc.Start(loopCtx)
+	t.Cleanup(func() {
+		stopLoop()
+		svc.Recovery.Wait()
+		e.srv.Close()
+		svc.Close()
+	})
+	return e
+}
+
+// newStore prepares a test's isolated schemas, topic and prefixes, and the service
+// configuration for them, without starting a coordinator (black-box tests run the binary).
+func newStore(t testing.TB, o envOpts) *env {
+	t.Helper()
 	ctx := context.Background()
 	dsn := needEnv(t, "DATABASE_URL")
 	e := &env{t: t, prefix: "t" + randHex(5)}
@@ -122,6 +145,8 @@ func newEnv(t testing.TB, o envOpts) *env {
 		cfg.PoolSize = o.poolSize
 	}
 	cfg.MaxConns = 40
+	cfg.RecoveryInterval = 200 * time.Millisecond
+	cfg.InstanceLease = time.Second
 	if o.secondDB {
 		dsn2 := needEnv(t, "DATABASE_URL_2")
 		e.db2 = createSchema(t, dsn2, schema)
@@ -142,19 +167,9 @@ func newEnv(t testing.TB, o envOpts) *env {
 	if o.configure != nil {
 		o.configure(&cfg)
 	}
-
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	svc, err := service.Open(ctx, cfg, logger)
-	require.NoError(t, err)
-	e.svc = svc
-	e.srv = httptest.NewServer(svc.Handler())
-	loopCtx, stopLoop := context.WithCancel(context.Background())
-	svc.Start(loopCtx)
+	e.cfg = cfg
+	// Registered first, so it runs last: after every coordinator of the test has stopped.
 	t.Cleanup(func() {
-		stopLoop()
-		svc.Recovery.Wait()
-		e.srv.Close()
-		svc.Close()
 		e.rollbackLeftovers(dsn)
 		if e.db2 != nil {
 			e.rollbackLeftovers(os.Getenv("DATABASE_URL_2"))

@@ -1,0 +1,224 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// node is one coordinator process of a black-box test.
+type node struct {
+	t    *testing.T
+	e    *env
+	name string
+	base string
+	p    *proc
+}
+
+// binaryEnv is the binary's environment for this test's schema, topic and prefixes.
+func (e *env) binaryEnv(instance, listen string, extra ...string) []string {
+	c := e.cfg
+	set := []string{
+		"DATABASE_URL=" + c.DatabaseURL,
+		"COORDINATOR_LISTEN=" + listen,
+		"COORDINATOR_INSTANCE=" + instance,
+		"COORDINATOR_GID_PREFIX=" + c.GIDPrefix,
+		"KAFKA_TRANSACTIONAL_ID_PREFIX=" + c.TxnIDPrefix,
+		"KAFKA_POOL_SIZE=8",
+		"COORDINATOR_RECOVERY_INTERVAL=200ms",
+		"COORDINATOR_INSTANCE_LEASE=1s",
+		"COORDINATOR_CLAIM_WAIT=5s",
+		"COORDINATOR_LOG_LEVEL=warn",
+	}
+	if len(c.Brokers) > 0 {
+		set = append(set, "KAFKA_BROKERS="+strings.Join(c.Brokers, ","))
+	}
+	for name, dsn := range c.Databases {
+		set = append(set, "COORDINATOR_DATABASES="+name+"="+dsn)
+	}
+	return coordinatorEnv(append(set, extra...)...)
+}
+
+// startNode starts the binary as instance name and waits until it serves.
+func (e *env) startNode(t *testing.T, name string, extra ...string) *node {
+	t.Helper()
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	n := &node{t: t, e: e, name: name, base: "http://" + listen}
+	n.p = startCoordinator(t, e.binaryEnv(name, listen, extra...), "serve")
+	waitHealthy(t, n.p, n.base, 60*time.Second)
+	return n
+}
+
+// kill ends the process with SIGKILL and waits for it.
+func (n *node) kill() {
+	_ = n.p.cmd.Process.Signal(syscall.SIGKILL)
+	n.waitExit(10 * time.Second)
+}
+
+func (n *node) waitExit(timeout time.Duration) {
+	n.t.Helper()
+	select {
+	case <-n.p.done:
+	case <-time.After(timeout):
+		require.FailNow(n.t, "coordinator did not exit", "%s within %s", n.name, timeout)
+	}
+}
+
+// post sends a request; status 0 means no answer (the process died).
+func (n *node) post(body string) int {
+	client := &http.Client{Timeout: 20 * time.Second}
+	resp, err := client.Post(n.base+"/v1/transactions", "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// orderBody is a request writing one row and one record keyed by id; kind varies the shape.
+func (e *env) orderBody(id, kind string) string {
+	row := fmt.Sprintf(`{"statement":"INSERT INTO orders (id, total) VALUES ($1, 1)","args":[%q]}`, id)
+	rec := fmt.Sprintf(`{"topic":%q,"key":%q,"value":"v"}`, e.topic, id)
+	switch kind {
+	case "sql-only":
+		return fmt.Sprintf(`{"id":%q,"sql":[%s]}`, id, row)
+	case "kafka-only":
+		return fmt.Sprintf(`{"id":%q,"kafka":[%s]}`, id, rec)
+	case "fail":
+		return fmt.Sprintf(`{"id":%q,"sql":[%s,{"statement":"SELECT 1/0"}],"kafka":[%s]}`, id, row, rec)
+	}
+	return fmt.Sprintf(`{"id":%q,"sql":[%s],"kafka":[%s]}`, id, row, rec)
+}
+
+// sent is what a test sent: the request's shape and the status it got (0: no answer).
+type sent struct {
+	kind   string
+	status int
+}
+
+// waitResolved polls until no transaction of the test is in doubt (recovery has run).
+func (e *env) waitResolved(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var n int
+		require.NoError(t, e.db.QueryRow(context.Background(),
+			`SELECT count(*) FROM coordinator_transactions WHERE state IN ('active','prepared','committing')`).Scan(&n))
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			rows, _ := e.db.Query(context.Background(), `SELECT gid, state, attempts, coalesce(last_error,'') FROM coordinator_transactions WHERE state IN ('active','prepared','committing')`)
+			var left []string
+			for rows.Next() {
+				var g, s, le string
+				var a int
+				_ = rows.Scan(&g, &s, &a, &le)
+				left = append(left, fmt.Sprintf("%s %s attempts=%d %s", g, s, a, le))
+			}
+			require.FailNow(t, "transactions still in doubt", "%d after %s:\n%s", n, timeout, strings.Join(left, "\n"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// verify checks every request on both sides against the log and the API: committed means the
+// row and exactly one record; aborted or never logged means neither. It returns the counts.
+func (e *env) verify(t *testing.T, api string, reqs map[string]sent) (committed, aborted int) {
+	t.Helper()
+	ctx := context.Background()
+	records := map[string]int{}
+	for _, r := range e.committedRecords(e.topic) {
+		records[string(r.Key)]++
+	}
+	states := map[string]string{}
+	rows, err := e.db.Query(ctx, `SELECT request_id, state FROM coordinator_transactions`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id, st string
+		require.NoError(t, rows.Scan(&id, &st))
+		states[id] = st
+	}
+	require.NoError(t, rows.Err())
+	for id, s := range reqs {
+		var n int
+		require.NoError(t, e.db.QueryRow(ctx, "SELECT count(*) FROM orders WHERE id = $1", id).Scan(&n))
+		wantRow := s.kind != "kafka-only"
+		wantRec := s.kind != "sql-only"
+		st := states[id]
+		switch st {
+		case "committed":
+			committed++
+			require.NotEqual(t, "fail", s.kind, "%s: a failing request committed", id)
+			if wantRow {
+				assert.Equal(t, 1, n, "%s committed: row", id)
+			}
+			if wantRec {
+				assert.Equal(t, 1, records[id], "%s committed: exactly one record", id)
+			}
+			assert.NotEqual(t, http.StatusConflict, s.status, "%s: answered 409 but committed", id)
+		case "aborted", "":
+			aborted++
+			assert.Zero(t, n, "%s %s: no row", id, st)
+			assert.Zero(t, records[id], "%s %s: no record", id, st)
+			assert.NotEqual(t, http.StatusOK, s.status, "%s: answered 200 but %s", id, st)
+		default:
+			assert.Fail(t, "unexpected state", "%s: %s", id, st)
+		}
+		if api != "" {
+			r := call(t, http.MethodGet, api+"/v1/transactions/"+id, "")
+			if st == "" {
+				assert.Equal(t, http.StatusNotFound, r.Status, "%s: not logged", id)
+			} else {
+				assert.Equal(t, st, r.str("state"), "%s: API reports the outcome", id)
+			}
+		}
+	}
+	assert.Empty(t, e.preparedLeft(), "prepared gids left")
+	return committed, aborted
+}
+
+// TestFaultPoints kills the coordinator at every step boundary while a mix of requests runs,
+// restarts it, and checks that recovery makes every request consistent on both sides and that
+// the API reports the same outcome.
+func TestFaultPoints(t *testing.T) {
+	t.Parallel()
+	for _, point := range coord.FaultPoints {
+		t.Run(string(point), func(t *testing.T) {
+			t.Parallel()
+			e := newStore(t, envOpts{})
+			n := e.startNode(t, "a", "COORDINATOR_FAULT="+string(point))
+			kinds := []string{"order", "order", "order", "order", "sql-only", "kafka-only", "fail", "order"}
+			reqs := map[string]sent{}
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for i, kind := range kinds {
+				id := fmt.Sprintf("f%d", i)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					st := n.post(e.orderBody(id, kind))
+					mu.Lock()
+					reqs[id] = sent{kind: kind, status: st}
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			n.waitExit(30 * time.Second) // the fault point killed it
+			n2 := e.startNode(t, "a")
+			e.waitResolved(t, 60*time.Second)
+			c, a := e.verify(t, n2.base, reqs)
+			t.Logf("%s: %d committed, %d aborted", point, c, a)
+		})
+	}
+}
