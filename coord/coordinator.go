@@ -96,6 +96,19 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 	for _, db := range req.Databases() {
 		t.SQLGIDs = append(t.SQLGIDs, SQLGID{Database: db, GID: SQLGIDFor(t.GID, db)})
 	}
+	// In flight from before the row exists: the recovery loop must never take a live request's
+	// fresh active row for a crashed one.
+	if _, busy := c.inflight.LoadOrStore(t.GID, struct{}{}); busy {
+		stored, err := c.log.Get(ctx, req.ID)
+		if err != nil {
+			return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: err}
+		}
+		if !bytes.Equal(stored.Digest, t.Digest) {
+			return nil, ErrIDConflict
+		}
+		return outcome(stored, nil)
+	}
+	defer c.inflight.Delete(t.GID)
 	stored, created, err := c.log.Begin(ctx, t)
 	if err != nil {
 		return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: fmt.Errorf("log begin: %w", err)}
@@ -107,8 +120,6 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 		return outcome(stored, nil)
 	}
 	t = stored
-	c.inflight.Store(t.GID, struct{}{})
-	defer c.inflight.Delete(t.GID)
 	return c.run(ctx, t, &req)
 }
 

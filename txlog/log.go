@@ -93,8 +93,8 @@ func (l *Log) Prepared(ctx context.Context, t *coord.Transaction) error {
 		return err
 	}
 	return l.update(ctx, t, coord.StatePrepared, `
-    transactional_id = $3, producer_id = $4, producer_epoch = $5, prepared_state = $6,
-    kafka_records = $7, sql_gids = $8, sql_results = $9, prepared_at = now()`,
+    transactional_id = $4, producer_id = $5, producer_epoch = $6, prepared_state = $7,
+    kafka_records = $8, sql_gids = $9, sql_results = $10, prepared_at = now()`,
 		tid, pid, epoch, pstate, recs, gids, results)
 }
 
@@ -116,21 +116,22 @@ func (l *Log) Transition(ctx context.Context, t *coord.Transaction, to coord.Sta
 	}
 	finished := to.Final()
 	return l.update(ctx, t, to, `
-    kafka_records = CASE WHEN $3::jsonb = '[]'::jsonb THEN kafka_records ELSE $3 END,
-    sql_gids = $4, sql_results = $5, error_participant = $6, error_class = $7,
-    error_message = $8, error_sqlstate = $9,
-    finished_at = CASE WHEN $10 THEN now() ELSE finished_at END`,
+    kafka_records = CASE WHEN $4::jsonb = '[]'::jsonb THEN kafka_records ELSE $4 END,
+    sql_gids = $5, sql_results = $6, error_participant = $7, error_class = $8,
+    error_message = $9, error_sqlstate = $10,
+    finished_at = CASE WHEN $11 THEN now() ELSE finished_at END`,
 		recsJSON, gids, results, ep, ec, em, es, finished)
 }
 
-// update sets state and the extra assignments (parameters from $3) and appends the event, in
-// one statement.
+// update sets state and the extra assignments (parameters from $4) and appends the event, in
+// one statement. It is a compare-and-set on the state the caller last saw (t.State): a row
+// that moved on meanwhile (recovery racing a live request, two instances) is not overwritten.
 func (l *Log) update(ctx context.Context, t *coord.Transaction, to coord.State, set string, args ...any) error {
 	var updated, prepared, finished *time.Time
 	err := l.pool.QueryRow(ctx, `
 WITH upd AS (
     UPDATE coordinator_transactions SET state = $2, updated_at = now(), `+set+`
-    WHERE gid = $1
+    WHERE gid = $1 AND state = $3
     RETURNING gid, state, updated_at, prepared_at, finished_at, error_class, error_message
 ), ev AS (
     INSERT INTO coordinator_events (gid, state, detail)
@@ -139,7 +140,10 @@ WITH upd AS (
     FROM upd
 )
 SELECT updated_at, prepared_at, finished_at FROM upd`,
-		append([]any{t.GID, string(to)}, args...)...).Scan(&updated, &prepared, &finished)
+		append([]any{t.GID, string(to), string(t.State)}, args...)...).Scan(&updated, &prepared, &finished)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("txlog: %s -> %s: %w", t.GID, to, ErrStateChanged)
+	}
 	if err != nil {
 		return fmt.Errorf("txlog: %s -> %s: %w", t.GID, to, err)
 	}
