@@ -47,6 +47,10 @@ var settings = func() []setting {
 		{env: "COORDINATOR_MAX_STATEMENTS", kind: 'i', help: "most SQL statements in one transaction", def: strconv.Itoa(d.MaxStatements)},
 		{env: "COORDINATOR_MAX_RECORDS", kind: 'i', help: "most Kafka records in one transaction", def: strconv.Itoa(d.MaxRecords)},
 		{env: "COORDINATOR_DB_MAX_CONNS", kind: 'i', help: "connections per database pool", def: strconv.Itoa(int(d.MaxConns))},
+		{env: "COORDINATOR_RECOVERY_INTERVAL", kind: 'd', help: "period of the recovery loop (and of the instance heartbeat)", def: d.RecoveryInterval.String()},
+		{env: "COORDINATOR_INSTANCE_LEASE", kind: 'd', help: "an instance silent this long, whose lock is free, is taken over", def: d.InstanceLease.String()},
+		{env: "COORDINATOR_CLAIM_WAIT", kind: 'd', help: "how long startup waits for this instance's lock before refusing", def: d.ClaimWait.String()},
+		{env: "COORDINATOR_FAULT", kind: 's', help: "TEST ONLY: kill the process (SIGKILL) when a transaction reaches this step: after_sql_work, after_prepare, after_kafka_flush, after_log_prepared, after_endtxn, after_commit_prepared, before_final_log"},
 		{env: envLogLevel, flag: "log-level", kind: 's', help: "debug, info, warn or error", def: "info"},
 	}
 }()
