@@ -37,6 +37,9 @@ type Config struct {
 	InstanceLease time.Duration
 	// ClaimWait is how long startup waits for this instance's lock (COORDINATOR_CLAIM_WAIT).
 	ClaimWait time.Duration
+	// NoGroupCommit writes every log state change as its own statement instead of batching
+	// concurrent ones (for comparison in benchmarks).
+	NoGroupCommit bool
 	// Fault makes the process kill itself at a protocol step (COORDINATOR_FAULT). Test-only.
 	Fault string
 }

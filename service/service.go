@@ -25,10 +25,10 @@ import (
 
 // Service is a running coordinator.
 type Service struct {
-	Config Config
-	Log    *txlog.Log
-	SQL    *sqltxn.Databases
-	Kafka  *kafkatxn.Pool // nil without brokers
+	Config   Config
+	Log      *txlog.Log
+	SQL      *sqltxn.Databases
+	Kafka    *kafkatxn.Pool // nil without brokers
 	Coord    *coord.Coordinator
 	API      *api.Server
 	Recovery *recovery.Loop
@@ -62,7 +62,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	s.Log = txlog.New(logPool)
+	s.Log = txlog.New(logPool, txlog.Options{GroupCommit: !cfg.NoGroupCommit})
 	if err := logPool.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: cannot reach PostgreSQL: %w", err)
 	}
@@ -198,6 +198,7 @@ func (s *Service) Close() {
 	}
 	s.owner.Close(context.Background())
 	if s.Log != nil {
+		s.Log.Close()
 		s.Log.Pool().Close()
 	}
 }

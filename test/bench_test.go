@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kpgtx/coordinator/service"
 )
 
 // BenchmarkCommit measures committed requests through the coordinator's REST API next to the
@@ -26,24 +28,17 @@ import (
 //	bash scripts/bench.sh      (starts the services, then runs this)
 func BenchmarkCommit(b *testing.B) {
 	e := newEnv(b, envOpts{poolSize: 32})
+	// The same coordinator with every log write its own statement: what group commit buys.
+	single := newEnv(b, envOpts{poolSize: 32, configure: func(c *service.Config) { c.NoGroupCommit = true }})
 	for _, c := range []int{1, 16} {
 		b.Run(fmt.Sprintf("coordinator/c=%d", c), func(b *testing.B) {
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-			run(b, c, func(_ int, id string) error {
-				body, _ := json.Marshal(order(e, id, 1))
-				resp, err := client.Post(e.srv.URL+"/v1/transactions", "application/json", bytes.NewReader(body))
-				if err != nil {
-					return err
-				}
-				defer resp.Body.Close()
-				raw, _ := io.ReadAll(resp.Body)
-				if resp.StatusCode != http.StatusOK {
-					return fmt.Errorf("status %d: %s", resp.StatusCode, raw)
-				}
-				return nil
-			})
+			benchCoordinator(b, e, c)
+		})
+		b.Run(fmt.Sprintf("coordinator-no-group-commit/c=%d", c), func(b *testing.B) {
+			benchCoordinator(b, single, c)
 		})
 		b.Run(fmt.Sprintf("by-hand/c=%d", c), func(b *testing.B) {
+
 			// A pool of producers as large as the coordinator's: reusing one transactional id
 			// back to back makes the next transaction wait for the previous one's markers
 			// (CONCURRENT_TRANSACTIONS), which would slow the baseline unfairly.
@@ -65,6 +60,24 @@ func BenchmarkCommit(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchCoordinator posts committed requests to the coordinator's API from c clients.
+func benchCoordinator(b *testing.B, e *env, c int) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	run(b, c, func(_ int, id string) error {
+		body, _ := json.Marshal(order(e, id, 1))
+		resp, err := client.Post(e.srv.URL+"/v1/transactions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d: %s", resp.StatusCode, raw)
+		}
+		return nil
+	})
 }
 
 // byHand is the baseline: the same insert and record, committed separately and concurrently.

@@ -174,13 +174,23 @@ func runCoordinator(t *testing.T, env []string, args ...string) (code int, stdou
 	return code, p.stdout.String(), p.stderr.String()
 }
 
-// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+// handedOut remembers the ports freePort gave, so that tests running in parallel never get the
+// same one (a port closed by one test is often the next one the kernel gives another).
+var handedOut sync.Map
+
+// freePort returns a TCP port of 127.0.0.1 that was free a moment ago and that no other test
+// of this process got.
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if _, taken := handedOut.LoadOrStore(port, true); !taken {
+			return port
+		}
+	}
 }
 
 // waitHealthy polls base/healthz until it answers 200. It fails at once when the process exits.

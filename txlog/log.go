@@ -16,13 +16,42 @@ import (
 // Log is the coordinator log in PostgreSQL. Every write is one autocommit statement (one
 // fsync) that updates the transaction row and appends to the event history together.
 type Log struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	group *groupCommit // nil: every write is its own statement
 }
 
 var _ coord.Log = (*Log)(nil)
 
-// New returns a Log on the pool. The schema must be migrated (Migrate).
-func New(pool *pgxpool.Pool) *Log { return &Log{pool: pool} }
+// Options tune a Log.
+type Options struct {
+	// GroupCommit batches the state writes of concurrent transactions (groupCommit).
+	GroupCommit bool
+}
+
+// New returns a Log on the pool. The schema must be migrated (Migrate). Close stops its
+// writers.
+func New(pool *pgxpool.Pool, opts Options) *Log {
+	l := &Log{pool: pool}
+	if opts.GroupCommit {
+		l.group = newGroupCommit(pool)
+	}
+	return l
+}
+
+// Close stops the group-commit writers (the pool is the caller's).
+func (l *Log) Close() {
+	if l.group != nil {
+		l.group.close()
+	}
+}
+
+// queryRow runs one state write, through group commit when it is on.
+func (l *Log) queryRow(ctx context.Context, sql string, args []any, scan func(pgx.Row) error) error {
+	if l.group == nil {
+		return scan(l.pool.QueryRow(ctx, sql, args...))
+	}
+	return l.group.do(ctx, sql, args, scan)
+}
 
 // Pool is the log's connection pool.
 func (l *Log) Pool() *pgxpool.Pool { return l.pool }
@@ -40,7 +69,8 @@ func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transacti
 	if err != nil {
 		return nil, false, err
 	}
-	row := l.pool.QueryRow(ctx, `
+	var stored *coord.Transaction
+	err = l.queryRow(ctx, `
 WITH ins AS (
     INSERT INTO coordinator_transactions (gid, request_id, request_digest, instance_id, state, sql_gids)
     VALUES ($1, $2, $3, $4, 'active', $5)
@@ -59,8 +89,10 @@ WITH ins AS (
     INSERT INTO coordinator_events (gid, state) SELECT gid, 'active' FROM ins
 )
 SELECT `+columns+` FROM ins`,
-		t.GID, t.ID, t.Digest, t.Instance, gidsJSON)
-	stored, err := scan(row)
+		[]any{t.GID, t.ID, t.Digest, t.Instance, gidsJSON}, func(row pgx.Row) (err error) {
+			stored, err = scan(row)
+			return err
+		})
 	if err == nil {
 		return stored, true, nil
 	}
@@ -128,7 +160,7 @@ func (l *Log) Transition(ctx context.Context, t *coord.Transaction, to coord.Sta
 // that moved on meanwhile (recovery racing a live request, two instances) is not overwritten.
 func (l *Log) update(ctx context.Context, t *coord.Transaction, to coord.State, set string, args ...any) error {
 	var updated, prepared, finished *time.Time
-	err := l.pool.QueryRow(ctx, `
+	err := l.queryRow(ctx, `
 WITH upd AS (
     UPDATE coordinator_transactions SET state = $2, updated_at = now(), `+set+`
     WHERE gid = $1 AND state = $3
@@ -140,7 +172,9 @@ WITH upd AS (
     FROM upd
 )
 SELECT updated_at, prepared_at, finished_at FROM upd`,
-		append([]any{t.GID, string(to), string(t.State)}, args...)...).Scan(&updated, &prepared, &finished)
+		append([]any{t.GID, string(to), string(t.State)}, args...), func(row pgx.Row) error {
+			return row.Scan(&updated, &prepared, &finished)
+		})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("txlog: %s -> %s: %w", t.GID, to, ErrStateChanged)
 	}

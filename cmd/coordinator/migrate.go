@@ -76,7 +76,7 @@ func migrate(ctx context.Context, dsn, direction string, force bool) error {
 				"that recovery needs; resolve them first, or pass -force to drop them anyway", n)
 		}
 	}
-	return txlog.Migrate(ctx, txlog.New(pool), direction)
+	return txlog.Migrate(ctx, txlog.New(pool, txlog.Options{}), direction)
 }
 
 // unfinished counts transactions of the log not in a final clean state (0 without a log).

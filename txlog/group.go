@@ -1,0 +1,131 @@
+package txlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// errClosed: the log was closed.
+var errClosed = errors.New("txlog: closed")
+
+// groupCommit batches the state writes of concurrent transactions into one database
+// transaction: one round trip and one WAL flush for every write queued while the previous batch
+// was committing (DESIGN.md section 8). A write that is alone is sent at once, so a lone
+// transaction waits for nothing. Each write keeps its own answer: a compare-and-set that finds
+// the row moved on fails alone; an SQL error or a failed commit fails the whole batch (those
+// writes are then unknown, and their callers treat them so).
+type groupCommit struct {
+	pool     *pgxpool.Pool
+	reqs     chan *write
+	maxBatch int
+	wg       sync.WaitGroup
+	once     sync.Once
+	closed   chan struct{}
+}
+
+type write struct {
+	sql  string
+	args []any
+	scan func(pgx.Row) error // the write's own answer; its error fails only this write
+	err  chan error
+}
+
+// writers is how many batches may be in flight at once: one commits while the next fills.
+const writers = 2
+
+func newGroupCommit(pool *pgxpool.Pool) *groupCommit {
+	g := &groupCommit{pool: pool, reqs: make(chan *write), maxBatch: 256, closed: make(chan struct{})}
+	for range writers {
+		g.wg.Add(1)
+		go g.loop()
+	}
+	return g
+}
+
+// do queues a write and waits for its answer. When ctx ends first the write may still commit:
+// the error says so, and the caller must treat the write as unknown.
+func (g *groupCommit) do(ctx context.Context, sql string, args []any, scan func(pgx.Row) error) error {
+	w := &write{sql: sql, args: args, scan: scan, err: make(chan error, 1)}
+	select {
+	case g.reqs <- w:
+	case <-g.closed:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-w.err:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("outcome of the log write unknown: %w", ctx.Err())
+	}
+}
+
+func (g *groupCommit) loop() {
+	defer g.wg.Done()
+	for {
+		var first *write
+		select {
+		case first = <-g.reqs:
+		case <-g.closed:
+			return
+		}
+		batch := []*write{first}
+	fill:
+		for len(batch) < g.maxBatch {
+			select {
+			case w := <-g.reqs:
+				batch = append(batch, w)
+			default:
+				break fill
+			}
+		}
+		g.flush(batch)
+	}
+}
+
+func (g *groupCommit) flush(batch []*write) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := make([]error, len(batch))
+	err := func() error {
+		if len(batch) == 1 {
+			// Alone: an autocommit statement, no BEGIN/COMMIT round trips.
+			errs[0] = batch[0].scan(g.pool.QueryRow(ctx, batch[0].sql, batch[0].args...))
+			return nil
+		}
+		tx, err := g.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		b := &pgx.Batch{}
+		for i, w := range batch {
+			b.Queue(w.sql, w.args...).QueryRow(func(row pgx.Row) error {
+				errs[i] = w.scan(row)
+				return nil // a write's own failure must not stop the others
+			})
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}()
+	for i, w := range batch {
+		if err != nil && (len(batch) > 1 || errs[i] == nil) {
+			errs[i] = err
+		}
+		w.err <- errs[i]
+	}
+}
+
+func (g *groupCommit) close() {
+	g.once.Do(func() { close(g.closed) })
+	g.wg.Wait()
+}
