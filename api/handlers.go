@@ -15,7 +15,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/recovery"
+	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txlog"
 )
 
@@ -30,38 +32,52 @@ type Config struct {
 	Logger       *slog.Logger
 }
 
+// Deps are the services the handlers use. SQL and Kafka serve the admin views (Kafka is nil
+// without brokers).
+type Deps struct {
+	Coord    *coord.Coordinator
+	Log      *txlog.Log
+	Recovery *recovery.Loop
+	SQL      *sqltxn.Databases
+	Kafka    *kafkatxn.Pool
+}
+
 // Server holds the handlers' dependencies.
 type Server struct {
 	cfg      Config
 	coord    *coord.Coordinator
 	log      *txlog.Log
 	recovery *recovery.Loop
+	deps     Deps
 }
 
 // NewServer returns the API's handlers.
-func NewServer(cfg Config, c *coord.Coordinator, log *txlog.Log, rec *recovery.Loop) *Server {
+func NewServer(cfg Config, d Deps) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Server{cfg: cfg, coord: c, log: log, recovery: rec}
+	return &Server{cfg: cfg, coord: d.Coord, log: d.Log, recovery: d.Recovery, deps: d}
 }
 
-// Handler returns the router.
+// Handler returns the router: middleware (auth.go, metrics), the transaction API (this file),
+// the admin API (admin.go) and health (health.go).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	for _, mw := range s.middleware() {
+		r.Use(mw)
+	}
 	r.Post("/v1/transactions", s.handle(s.createTransaction))
 	r.Get("/v1/transactions", s.handle(s.listTransactions))
 	r.Get("/v1/transactions/{id}", s.handle(s.getTransaction))
 	r.Post("/v1/recovery/run", s.handle(s.runRecovery))
+	s.adminRoutes(r)
+	s.healthRoutes(r)
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(OpenAPI)
-	})
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	return r
 }

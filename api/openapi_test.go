@@ -53,7 +53,7 @@ func specRoutes(t *testing.T, s spec) []string {
 
 func routerRoutes(t *testing.T) []string {
 	t.Helper()
-	h := api.NewServer(api.Config{}, nil, nil, nil).Handler()
+	h := api.NewServer(api.Config{}, api.Deps{}).Handler()
 	r, ok := h.(chi.Routes)
 	require.True(t, ok, "Handler returns %T, not a chi router", h)
 	var routes []string

@@ -134,7 +134,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		logger.Warn("startup recovery pass incomplete; the loop retries", "error", err,
 			"resolved", st.Resolved, "failed", st.Failed)
 	}
-	s.API = api.NewServer(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger}, s.Coord, s.Log, s.Recovery)
+	s.API = api.NewServer(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger},
+		api.Deps{Coord: s.Coord, Log: s.Log, Recovery: s.Recovery, SQL: s.SQL, Kafka: s.Kafka})
 	ok = true
 	return s, nil
 }
