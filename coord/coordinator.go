@@ -28,6 +28,8 @@ type Config struct {
 	Logger        *slog.Logger
 	// Fault, when set, is called at every step boundary (tests make the process exit there).
 	Fault func(FaultPoint)
+	// Observer receives phase timings and outcomes (metrics); nil: none.
+	Observer Observer
 }
 
 // Coordinator runs global transactions over the Kafka and SQL participants with the log.
@@ -51,6 +53,9 @@ func New(cfg Config, log Log, kafka Kafka, sql SQL) *Coordinator {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
 	}
 	return &Coordinator{cfg: cfg, log: log, kafka: kafka, sql: sql}
 }
@@ -109,7 +114,9 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 		return outcome(stored, nil)
 	}
 	defer c.inflight.Delete(t.GID)
+	start := time.Now()
 	stored, created, err := c.log.Begin(ctx, t)
+	c.observeSince(PhaseLogBegin, start)
 	if err != nil {
 		return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: fmt.Errorf("log begin: %w", err)}
 	}
@@ -120,7 +127,9 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 		return outcome(stored, nil)
 	}
 	t = stored
-	return c.run(ctx, t, &req)
+	t, err = c.run(ctx, t, &req)
+	c.observeOutcome(t, err, start)
+	return t, err
 }
 
 // InFlight reports whether this process is running the transaction right now; recovery leaves
@@ -183,7 +192,10 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 	onePhase := len(req.Kafka) == 0 && len(req.Databases()) == 1
 
 	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently (DESIGN.md 8).
-	if err := c.phase1(ctx, w, onePhase); err != nil {
+	p1 := time.Now()
+	err := c.phase1(ctx, w, onePhase)
+	c.observeSince(PhasePhase1, p1)
+	if err != nil {
 		return c.abort(w, err)
 	}
 	if onePhase {
@@ -199,18 +211,26 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 
 	if w.ktx == nil {
 		// No Kafka: the decision is the durable committing row.
-		if err := c.log.Transition(fctx, t, StateCommitting); err != nil {
+		lc := time.Now()
+		err := c.log.Transition(fctx, t, StateCommitting)
+		c.observeSince(PhaseLogCommitting, lc)
+		if err != nil {
 			return c.inDoubt(w, fmt.Errorf("log committing: %w", err))
 		}
 		return c.phase2(fctx, w, true, nil)
 	}
 
 	// I2: prepared, with the Kafka ids, is durable before EndTxn(commit) is sent.
-	if err := c.log.Prepared(fctx, t); err != nil {
+	lp := time.Now()
+	err = c.log.Prepared(fctx, t)
+	c.observeSince(PhaseLogPrepared, lp)
+	if err != nil {
 		return c.inDoubt(w, fmt.Errorf("log prepared: %w", err))
 	}
 	c.fault(FaultAfterLogPrepared)
+	et := time.Now()
 	commit, cause, err := c.decide(ctx, fctx, w)
+	c.observeSince(PhaseEndTxn, et)
 	if err != nil {
 		return c.inDoubt(w, err)
 	}
@@ -265,7 +285,10 @@ func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase bool) error 
 }
 
 func (c *Coordinator) kafkaPhase1(ctx context.Context, w *work) error {
+	start := time.Now()
+	defer c.observeSince(PhaseKafka, start)
 	ktx, err := c.kafka.Acquire(ctx)
+	c.observeSince(PhasePoolAcquire, start)
 	if err != nil {
 		return err
 	}
@@ -299,7 +322,9 @@ func (c *Coordinator) sqlPhase1(ctx context.Context, w *work, db string, onePhas
 		w.prepared = append(w.prepared, db)
 		w.mu.Unlock()
 	}
+	start := time.Now()
 	res, err := c.sql.Run(ctx, db, stmts, c.sqlGID(w.t.GID, db), onePhase, func() { c.fault(FaultAfterSQLWork) })
+	c.observeSince(PhaseSQL, start)
 	if err != nil {
 		return err
 	}
@@ -344,6 +369,7 @@ func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause er
 		heuristic error
 		failed    error
 	)
+	start := time.Now()
 	for _, g := range w.t.SQLGIDs {
 		wg.Add(1)
 		go func() {
@@ -367,6 +393,7 @@ func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause er
 		}()
 	}
 	wg.Wait()
+	c.observeSince(PhasePhase2, start)
 	if failed == nil && heuristic == nil && commit {
 		c.fault(FaultAfterCommitPrepared)
 	}
@@ -388,18 +415,27 @@ func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause er
 	return c.finish(w, StateAborted, cause)
 }
 
+// kafkaAbortTimeout bounds the Kafka abort after a failure before the decision.
+const kafkaAbortTimeout = 3 * time.Second
+
 // abort rolls back every participant after a failure before the decision (presumed abort), and
 // logs the abort. Kafka is aborted before SQL gids are rolled back.
 func (c *Coordinator) abort(w *work, cause error) (*Transaction, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.FinishTimeout)
 	defer cancel()
+	start := time.Now()
 	clean := true
 	if w.ktx != nil {
-		if err := w.ktx.Abort(ctx); err != nil {
-			c.cfg.Logger.Warn("kafka abort failed; the transaction times out on its own",
+		// Bounded short: when Kafka is down the abort cannot get through, and it need not. The
+		// transaction was never logged prepared, so nothing will ever commit it (I3); the broken
+		// producer is recreated before reuse, and its InitProducerId aborts it (or the Kafka
+		// transaction timeout does). It does not make the abort "unclean" for the caller.
+		kctx, kcancel := context.WithTimeout(ctx, kafkaAbortTimeout)
+		if err := w.ktx.Abort(kctx); err != nil {
+			c.cfg.Logger.Warn("kafka abort failed; the id is re-initialised before reuse",
 				"gid", w.t.GID, "transactional_id", w.ktx.TransactionalID(), "error", err)
-			clean = false
 		}
+		kcancel()
 	}
 	for _, db := range w.prepared {
 		// PREPARE may have reached the server even if its answer did not reach us; rolling back
@@ -410,6 +446,7 @@ func (c *Coordinator) abort(w *work, cause error) (*Transaction, error) {
 			clean = false
 		}
 	}
+	c.observeSince(PhaseAbort, start)
 	f := AsFailure(cause)
 	if !clean {
 		f.Unavailable = false // something may be left prepared: not "safe to retry" (503)
@@ -449,7 +486,9 @@ func (c *Coordinator) finishWith(ctx context.Context, w *work, to State, f *Fail
 	if to == StateCommitted {
 		c.fault(FaultBeforeFinalLog)
 	}
+	start := time.Now()
 	err := c.log.Transition(ctx, w.t, to)
+	c.observeSince(PhaseLogFinal, start)
 	if w.ktx != nil {
 		w.ktx.Release(err == nil && reusable)
 	}

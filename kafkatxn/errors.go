@@ -87,6 +87,17 @@ func classifyCode(ke *kerr.Error) coord.Class {
 	return coord.ClassAbortable
 }
 
+// unacknowledged classifies a flush that ran out of time: the brokers did not acknowledge the
+// records within the request's budget, which in practice means Kafka is down or unreachable.
+// Nothing was prepared, so the caller may retry (503): retriable and Unavailable.
+func unacknowledged(err error) *coord.Failure {
+	f := classify(err)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrRecordTimeout) {
+		f.Class, f.Unavailable = coord.ClassRetriable, true
+	}
+	return f
+}
+
 // endTxnRetriable lists the EndTxn answers that a resend with the same ids may turn into a
 // clear outcome. kgo itself only retries coordinator moves; CONCURRENT_TRANSACTIONS (the
 // previous transaction on the id is still completing) must be retried by us.

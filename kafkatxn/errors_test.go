@@ -355,3 +355,15 @@ func TestToKgoPartition(t *testing.T) {
 		})
 	}
 }
+
+// A flush the brokers did not acknowledge within the budget means Kafka is down: nothing was
+// prepared, so the caller may retry (503). Other flush errors keep their class.
+func TestUnacknowledged(t *testing.T) {
+	t.Parallel()
+	f := unacknowledged(fmt.Errorf("flush: %w", context.DeadlineExceeded))
+	assert.Equal(t, coord.ClassRetriable, f.Class)
+	assert.True(t, f.Unavailable)
+	f = unacknowledged(fmt.Errorf("flush: %w", kerr.MessageTooLarge))
+	assert.Equal(t, coord.ClassAbortable, f.Class)
+	assert.False(t, f.Unavailable)
+}

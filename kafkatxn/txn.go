@@ -80,14 +80,14 @@ func toKgo(r coord.Record) *kgo.Record {
 // error is checked here, and any error fails phase 1.
 func (t *Txn) Prepare(ctx context.Context) (coord.KafkaState, error) {
 	if err := t.p.cl.Flush(ctx); err != nil {
-		return coord.KafkaState{}, classify(fmt.Errorf("flush: %w", err))
+		return coord.KafkaState{}, unacknowledged(fmt.Errorf("flush: %w", err))
 	}
 	done := make(chan struct{})
 	go func() { t.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return coord.KafkaState{}, classify(fmt.Errorf("waiting for record results: %w", context.Cause(ctx)))
+		return coord.KafkaState{}, unacknowledged(fmt.Errorf("waiting for record results: %w", context.Cause(ctx)))
 	}
 	t.mu.Lock()
 	err := t.firstErr

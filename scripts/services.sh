@@ -8,6 +8,11 @@
 #   scripts/services.sh env      print the export lines for the tests
 #   scripts/services.sh reset    stop and delete the data (not the jar cache)
 #
+#   One service at a time (the restart tests use them on private services):
+#   scripts/services.sh start-postgres | stop-postgres   (stop is a fast shutdown)
+#   scripts/services.sh start-kafka    | stop-kafka      (stop is SIGTERM: controlled shutdown)
+#   scripts/services.sh crash-kafka                      (SIGKILL, as a crash)
+#
 # Settings (environment):
 #   SERVICES_DIR           data, logs, pid files   (/var/tmp/kpgtx-services)
 #   PG_PORT                PostgreSQL port          (55432)
@@ -140,7 +145,7 @@ listen_addresses = '127.0.0.1'
 port = $PG_PORT
 unix_socket_directories = ''
 max_connections = 300
-max_prepared_transactions = 200
+max_prepared_transactions = 1200
 fsync = on
 synchronous_commit = on
 full_page_writes = on
@@ -494,6 +499,21 @@ kafka_write_config_tools_only() {
   [[ -f "$KAFKA_DIR/log4j2-tools.xml" ]] || kafka_write_config
 }
 
+# kafka_crash kills the broker with SIGKILL, as a crash would. (A controlled shutdown of a
+# single broker can lose transaction markers: see docs/decisions.md.)
+kafka_crash() {
+  local pid i
+  if pid=$(kafka_pid); then
+    log "Kafka: killing (pid $pid)"
+    kill -KILL "$pid" 2>/dev/null || true
+    for ((i = 0; i < 40; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.25
+    done
+  fi
+  rm -f "$KAFKA_PID"
+}
+
 kafka_stop() {
   local pid i
   if pid=$(kafka_pid); then
@@ -547,6 +567,21 @@ case "$cmd" in
     kafka_stop
     pg_stop
     ;;
+  start-postgres)
+    pg_start
+    ;;
+  stop-postgres)
+    pg_stop
+    ;;
+  start-kafka)
+    kafka_start
+    ;;
+  stop-kafka)
+    kafka_stop
+    ;;
+  crash-kafka)
+    kafka_crash
+    ;;
   status)
     pg_status
     kafka_status
@@ -564,7 +599,7 @@ case "$cmd" in
     rm -rf "$SERVICES_DIR"
     ;;
   *)
-    echo "usage: $0 {start|stop|status|env|reset}" >&2
+    echo "usage: $0 {start|stop|status|env|reset|start-postgres|stop-postgres|start-kafka|stop-kafka|crash-kafka}" >&2
     exit 2
     ;;
 esac

@@ -433,6 +433,12 @@ func TestBinaryDev(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := startCoordinator(t, coordinatorEnv(), "dev", "-listen", addr)
 	waitHealthy(t, p, "http://"+addr, 90*time.Second)
+	// The banner is printed before the server answers, but it reaches our buffer through a
+	// pipe copy that may lag behind /healthz: wait for its last line.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(p.stdout.String(), "Press Ctrl-C to stop.") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	b := parseBanner(t, p.stdout.String())
 	assert.True(t, strings.HasPrefix(b.postURL, "http://"+addr+"/"), "banner URL %s, listening on %s", b.postURL, addr)
 

@@ -68,6 +68,9 @@ type envOpts struct {
 	poolSize  int
 	secondDB  bool
 	configure func(*service.Config)
+	// dsn and brokers, when set, replace DATABASE_URL and KAFKA_BROKERS (private services).
+	dsn     string
+	brokers []string
 }
 
 // dsnWithSchema puts the schema first on the search_path of every connection.
@@ -130,7 +133,10 @@ func newEnv(t testing.TB, o envOpts) *env {
 func newStore(t testing.TB, o envOpts) *env {
 	t.Helper()
 	ctx := context.Background()
-	dsn := needEnv(t, "DATABASE_URL")
+	dsn := o.dsn
+	if dsn == "" {
+		dsn = needEnv(t, "DATABASE_URL")
+	}
 	e := &env{t: t, prefix: "t" + randHex(5)}
 	schema := e.prefix
 	e.db = createSchema(t, dsn, schema)
@@ -154,7 +160,9 @@ func newStore(t testing.TB, o envOpts) *env {
 	}
 
 	e.topic = e.prefix + "-orders"
-	if useKfake() {
+	if len(o.brokers) > 0 {
+		e.brokers = o.brokers
+	} else if useKfake() {
 		k, err := devstack.StartKafka(ctx)
 		require.NoError(t, err)
 		t.Cleanup(k.Stop)
