@@ -1,6 +1,161 @@
 package api
 
-import "github.com/go-chi/chi/v5"
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
 
-// adminRoutes mounts the operator API: the in-doubt view and resolution.
-func (s *Server) adminRoutes(r chi.Router) {}
+	"github.com/go-chi/chi/v5"
+
+	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txlog"
+)
+
+// adminRoutes mounts the operator API: the in-doubt view (GET /v1/transactions?state=in-doubt,
+// admin_view.go) and resolution of one transaction: retry (run the recovery rules now), abort
+// (only where it cannot break atomicity) and resolve (an operator's decision on a heuristic
+// row, with a reason). Every action is recorded in the transaction's event history with who
+// did it (who) and why; refusals are recorded too.
+func (s *Server) adminRoutes(r chi.Router) {
+	r.Post("/v1/transactions/{id}/retry", s.handle(s.retryTransaction))
+	r.Post("/v1/transactions/{id}/abort", s.handle(s.abortTransaction))
+	r.Post("/v1/transactions/{id}/resolve", s.handle(s.resolveTransaction))
+}
+
+// adminRequest is the body of the admin actions: optional for retry and abort (a reason for
+// the record), required for resolve.
+type adminRequest struct {
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason"`
+}
+
+// transactionView is a transaction with its event history (GET /v1/transactions/{id} and the
+// admin actions' answers).
+type transactionView struct {
+	*coord.Transaction
+	Events []coord.Event `json:"events"`
+}
+
+// writeTransaction answers with the transaction and its event history.
+func (s *Server) writeTransaction(w http.ResponseWriter, r *http.Request, status int, t *coord.Transaction) error {
+	events, err := s.log.Events(r.Context(), t.GID)
+	if err != nil {
+		return err
+	}
+	if events == nil {
+		events = []coord.Event{}
+	}
+	writeJSON(w, status, transactionView{Transaction: t, Events: events})
+	return nil
+}
+
+// decodeAdmin reads an admin action's body strictly; an empty body is an empty request.
+func (s *Server) decodeAdmin(w http.ResponseWriter, r *http.Request, allowOutcome bool) (adminRequest, error) {
+	var in adminRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		if errors.Is(err, io.EOF) {
+			return adminRequest{}, nil
+		}
+		return adminRequest{}, decodeError(err, s.cfg.MaxBodyBytes)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return adminRequest{}, &coord.InvalidError{Field: "body", Reason: "unexpected data after the JSON object"}
+	}
+	if !allowOutcome && in.Outcome != "" {
+		return adminRequest{}, &coord.InvalidError{Field: "outcome", Reason: "only resolve takes an outcome"}
+	}
+	return in, nil
+}
+
+// lookup finds the transaction of the request id in the path (its gid may carry another
+// instance's prefix).
+func (s *Server) lookup(r *http.Request) (*coord.Transaction, error) {
+	return s.log.Get(r.Context(), chi.URLParam(r, "id"))
+}
+
+// retryTransaction runs the recovery rules for one transaction now and returns it.
+func (s *Server) retryTransaction(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.decodeAdmin(w, r, false)
+	if err != nil {
+		return err
+	}
+	t, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	before := t.State
+	t, err = s.recovery.Resolve(r.Context(), t.GID)
+	return s.finishAdmin(w, r, txlog.AdminAction{Action: "retry", Reason: req.Reason, Previous: before}, t, err)
+}
+
+// abortTransaction aborts one transaction where that cannot break atomicity (recovery.Abort);
+// elsewhere it answers 409 saying why.
+func (s *Server) abortTransaction(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.decodeAdmin(w, r, false)
+	if err != nil {
+		return err
+	}
+	t, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	before := t.State
+	t, err = s.recovery.Abort(r.Context(), t.GID, who(r), req.Reason)
+	return s.finishAdmin(w, r, txlog.AdminAction{Action: "abort", Reason: req.Reason, Previous: before}, t, err)
+}
+
+// resolveTransaction records an operator's decision on a heuristic transaction; the reason is
+// required.
+func (s *Server) resolveTransaction(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.decodeAdmin(w, r, true)
+	if err != nil {
+		return err
+	}
+	outcome, ok := coord.ParseState(req.Outcome)
+	if !ok || (outcome != coord.StateCommitted && outcome != coord.StateAborted) {
+		return &coord.InvalidError{Field: "outcome", Reason: `required: "committed" or "aborted"`}
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		return &coord.InvalidError{Field: "reason", Reason: "required: say why this outcome is right (it is recorded with your name)"}
+	}
+	t, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	a := txlog.AdminAction{Action: "resolve", By: who(r), Reason: req.Reason, Outcome: outcome, Previous: t.State}
+	t, err = s.recovery.ResolveHeuristic(r.Context(), t.GID, outcome, a)
+	if err == nil {
+		// Recorded with the state change, in the same statement.
+		return s.writeTransaction(w, r, http.StatusOK, t)
+	}
+	return s.finishAdmin(w, r, a, t, err)
+}
+
+// finishAdmin records the action in the event history (also a refusal or a failed attempt)
+// and answers with the transaction, or with the error.
+func (s *Server) finishAdmin(w http.ResponseWriter, r *http.Request, a txlog.AdminAction, t *coord.Transaction, err error) error {
+	if t == nil {
+		return err
+	}
+	a.By = who(r)
+	switch {
+	case err == nil:
+		a.Result = string(t.State)
+	case errors.Is(err, coord.ErrNotAllowed):
+		a.Result, a.Error = "refused", err.Error()
+	default:
+		a.Result, a.Error = "failed", err.Error()
+	}
+	if eerr := s.log.AdminEvent(r.Context(), t.GID, a); eerr != nil {
+		s.cfg.Logger.Error("admin action not recorded in the event history", "gid", t.GID,
+			"action", a.Action, "by", a.By, "result", a.Result, "error", eerr)
+	}
+	if err != nil {
+		return err
+	}
+	return s.writeTransaction(w, r, http.StatusOK, t)
+}

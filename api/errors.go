@@ -25,6 +25,7 @@ var statusTable = []struct {
 	{coord.ErrIDConflict, http.StatusUnprocessableEntity, "id_conflict"},
 	{coord.ErrNotFound, http.StatusNotFound, "not_found"},
 	{coord.ErrAborted, http.StatusConflict, "aborted"},
+	{coord.ErrNotAllowed, http.StatusConflict, "not_allowed"},
 	{coord.ErrInDoubt, http.StatusAccepted, "in_doubt"},
 	{coord.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 }

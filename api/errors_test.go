@@ -31,6 +31,8 @@ func TestStatusOf(t *testing.T) {
 		{"not found wrapped", fmt.Errorf("get r1: %w", coord.ErrNotFound), http.StatusNotFound, "not_found"},
 		{"aborted", coord.ErrAborted, http.StatusConflict, "aborted"},
 		{"in doubt", coord.ErrInDoubt, http.StatusAccepted, "in_doubt"},
+		{"not allowed", coord.ErrNotAllowed, http.StatusConflict, "not_allowed"},
+		{"not allowed wrapped", fmt.Errorf("%w: prepared: Kafka decides", coord.ErrNotAllowed), http.StatusConflict, "not_allowed"},
 		{"unavailable", coord.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 		{"outcome aborted", &coord.OutcomeError{Sentinel: coord.ErrAborted}, http.StatusConflict, "aborted"},
 		{"outcome aborted with cause", &coord.OutcomeError{Sentinel: coord.ErrAborted, Cause: errors.New("23505"), Txn: &coord.Transaction{ID: "r1"}}, http.StatusConflict, "aborted"},
@@ -55,10 +57,11 @@ func TestStatusOf(t *testing.T) {
 
 func TestStatusTableUnique(t *testing.T) {
 	t.Parallel()
-	seen := map[int]bool{}
+	// One entry per sentinel; a status may serve several (409: aborted, not_allowed).
+	seen := map[error]bool{}
 	for _, e := range statusTable {
-		assert.False(t, seen[e.status], "status %d appears twice", e.status)
-		seen[e.status] = true
+		assert.False(t, seen[e.err], "sentinel %v appears twice", e.err)
+		seen[e.err] = true
 		status, class := statusOf(e.err)
 		assert.Equal(t, e.status, status, "%v", e.err)
 		assert.Equal(t, e.class, class, "%v", e.err)

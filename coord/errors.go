@@ -46,6 +46,10 @@ var (
 	ErrUnavailable = errors.New("dependency unavailable")
 	// ErrInDoubt: the outcome was not known within the time budget; poll GET.
 	ErrInDoubt = errors.New("transaction outcome not yet known")
+	// ErrNotAllowed: an operator action that the transaction's state does not allow (it would
+	// break atomicity, or another process owns the transaction right now); nothing was changed
+	// unless the message says so.
+	ErrNotAllowed = errors.New("action not allowed")
 )
 
 // InvalidError names the request field that is wrong.

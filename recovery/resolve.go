@@ -18,10 +18,20 @@ const resolveTimeout = 30 * time.Second
 // in flight, logs the final state, and returns its transactional id to the pool (I1). A failed
 // attempt is recorded with its error and the next attempt is scheduled after backoff.
 func (l *Loop) resolve(ctx context.Context, t *coord.Transaction, own bool) error {
+	return l.resolveWith(ctx, t, own, nil)
+}
+
+// resolveWith is resolve with a hook that may reword the outcome's error detail before it is
+// logged (an operator's abort says who aborted it; retry.go).
+func (l *Loop) resolveWith(ctx context.Context, t *coord.Transaction, own bool,
+	reword func(coord.State, *coord.ErrorDetail) *coord.ErrorDetail) error {
 	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	to, detail, err := l.decide(rctx, t)
 	if err == nil {
+		if reword != nil {
+			detail = reword(to, detail)
+		}
 		t.Error = detail
 		err = l.log.Transition(rctx, t, to)
 	}

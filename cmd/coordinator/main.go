@@ -3,6 +3,7 @@
 //	coordinator serve               the service, configured by the environment and flags
 //	coordinator dev                 the service on a throwaway PostgreSQL and an in-process Kafka
 //	coordinator migrate up|down     apply or revert the coordinator log's schema
+//	coordinator txn list|show|retry|abort|resolve   in-doubt transactions, via the REST API
 //
 // Run `coordinator help` for the flags and the environment variables.
 package main
@@ -52,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return devCommand(ctx, rest, stdout, stderr, getenv)
 	case "migrate":
 		return migrateCommand(ctx, rest, stdout, stderr, getenv)
+	case "txn":
+		return txnCommand(ctx, rest, stdout, stderr, getenv)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "coordinator", version())
 		return exitOK
@@ -75,7 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 }
 
 // commands are the subcommands that have flags of their own.
-var commands = map[string]bool{"serve": true, "dev": true, "migrate": true}
+var commands = map[string]bool{"serve": true, "dev": true, "migrate": true, "txn": true}
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `coordinator: atomic writes across PostgreSQL and Apache Kafka (two-phase commit)
@@ -87,6 +90,9 @@ Usage:
                                            Kafka, removed again on exit; nothing to configure
   coordinator migrate [flags] up|down      apply or revert the coordinator log's schema
                                            (serve applies it by itself at startup)
+  coordinator txn list|show|retry|abort|resolve [flags] [ID]
+                                           operate on in-doubt transactions through a running
+                                           coordinator's API (coordinator help txn)
   coordinator version                      print the version
   coordinator help [command]               this text, or a command's flags
 

@@ -1,0 +1,555 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// The admin client: `coordinator txn list|show|retry|abort|resolve` against the REST API.
+
+const (
+	envServerURL     = "COORDINATOR_URL"
+	envToken         = "COORDINATOR_TOKEN"
+	defaultServerURL = "http://127.0.0.1:8080"
+)
+
+const txnUsage = `Usage:
+  coordinator txn list [-state in-doubt|STATE] [-older-than 30s] [-limit N] [-after CURSOR]
+  coordinator txn show ID
+  coordinator txn retry ID [-reason TEXT]
+  coordinator txn abort ID [-reason TEXT]
+  coordinator txn resolve ID -outcome committed|aborted -reason TEXT
+
+Every verb takes -server URL (env COORDINATOR_URL, default http://127.0.0.1:8080), -token
+TOKEN (env COORDINATOR_TOKEN, sent as "Authorization: Bearer TOKEN"), -timeout (default 1m)
+and -json (print the server's JSON instead of a table). Flags may come before or after ID.
+
+  list     the in-doubt view by default: log rows not finished (or heuristic), prepared
+           PostgreSQL transactions without a log row, and Kafka transactions open on this
+           coordinator's transactional ids; -state STATE lists the log's rows of one state
+  show     one transaction with its event history
+  retry    run the recovery rules for it now
+  abort    abort it, where that cannot break atomicity (refused otherwise, saying why)
+  resolve  record an operator's decision on a heuristic transaction; the reason is required
+
+Exit status: 0 done, 1 the server refused or failed (its message is printed) or cannot be
+reached, 2 usage error.
+`
+
+// txnClient holds the common flags of the verbs.
+type txnClient struct {
+	server  string
+	token   string
+	timeout time.Duration
+	json    bool
+	stdout  io.Writer
+}
+
+func txnCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, "coordinator txn: missing verb\n\n"+txnUsage)
+		return exitUsage
+	}
+	verb, rest := args[0], args[1:]
+	switch verb {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, txnUsage)
+		return exitOK
+	case "list", "show", "retry", "abort", "resolve":
+	default:
+		fmt.Fprintf(stderr, "coordinator txn: unknown verb %q\n\n%s", verb, txnUsage)
+		return exitUsage
+	}
+
+	fs := flag.NewFlagSet("txn "+verb, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c := &txnClient{stdout: stdout}
+	server := fs.String("server", "", "coordinator API base URL (env "+envServerURL+", default "+defaultServerURL+")")
+	token := fs.String("token", "", "bearer token (env "+envToken+")")
+	fs.DurationVar(&c.timeout, "timeout", time.Minute, "how long to wait for the server")
+	fs.BoolVar(&c.json, "json", false, "print the server's JSON")
+	var state, olderThan, after, reason, outcome string
+	var limit int
+	switch verb {
+	case "list":
+		fs.StringVar(&state, "state", "in-doubt", "in-doubt, or a state: active, prepared, committing, committed, aborted, heuristic, heuristic_mixed")
+		fs.StringVar(&olderThan, "older-than", "", "only entries at least this old (30s, 5m, 1h)")
+		fs.IntVar(&limit, "limit", 100, "entries per page (1-1000)")
+		fs.StringVar(&after, "after", "", "the cursor a previous page printed")
+	case "retry", "abort":
+		fs.StringVar(&reason, "reason", "", "why (recorded in the event history)")
+	case "resolve":
+		fs.StringVar(&outcome, "outcome", "", "committed or aborted (required)")
+		fs.StringVar(&reason, "reason", "", "why this outcome is right (required; recorded with your name)")
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "Usage of coordinator txn %s:\n", verb)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+
+	// Flags before and after the id: parse, take one positional, parse the rest.
+	var pos []string
+	for {
+		help, err := parseFlags(fs, rest)
+		if help {
+			return exitOK
+		}
+		if err != nil {
+			return fail(stderr, err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	var id string
+	switch {
+	case verb == "list" && len(pos) > 0:
+		return fail(stderr, usagef("txn list takes no arguments, got %q", pos))
+	case verb != "list" && len(pos) != 1:
+		return fail(stderr, usagef("txn %s takes one transaction id, got %d arguments; usage: coordinator txn %s ID", verb, len(pos), verb))
+	case verb != "list":
+		id = pos[0]
+	}
+
+	c.server = firstNonEmpty(*server, getenv(envServerURL), defaultServerURL)
+	c.token = firstNonEmpty(*token, getenv(envToken))
+	if u, err := url.Parse(c.server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fail(stderr, usagef("-server %q: want a URL such as %s", c.server, defaultServerURL))
+	}
+	c.server = strings.TrimRight(c.server, "/")
+
+	var err error
+	switch verb {
+	case "list":
+		if limit < 1 || limit > 1000 {
+			return fail(stderr, usagef("txn list: -limit must be from 1 to 1000"))
+		}
+		if olderThan != "" {
+			if d, derr := time.ParseDuration(olderThan); derr != nil || d < 0 {
+				return fail(stderr, usagef("txn list: -older-than %q: want a duration such as 30s, 5m or 1h", olderThan))
+			}
+		}
+		err = c.list(ctx, state, olderThan, limit, after)
+	case "show":
+		err = c.action(ctx, http.MethodGet, id, "", nil)
+	case "retry", "abort":
+		var body any
+		if reason != "" {
+			body = map[string]string{"reason": reason}
+		}
+		err = c.action(ctx, http.MethodPost, id, verb, body)
+	case "resolve":
+		if outcome != "committed" && outcome != "aborted" {
+			return fail(stderr, usagef("txn resolve: -outcome must be committed or aborted"))
+		}
+		if strings.TrimSpace(reason) == "" {
+			return fail(stderr, usagef("txn resolve: -reason is required: say why this outcome is right"))
+		}
+		err = c.action(ctx, http.MethodPost, id, verb, map[string]string{"outcome": outcome, "reason": reason})
+	}
+	if err != nil {
+		return fail(stderr, err)
+	}
+	return exitOK
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// apiError is a non-2xx answer: the server's error message.
+type apiError struct {
+	status  int
+	class   string
+	field   string
+	message string
+}
+
+func (e *apiError) Error() string {
+	msg := e.message
+	if e.field != "" {
+		msg = e.field + ": " + msg
+	}
+	if e.class != "" {
+		return fmt.Sprintf("%d %s: %s", e.status, e.class, msg)
+	}
+	return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), msg)
+}
+
+// call sends one request and returns the raw JSON of a 2xx answer.
+func (c *txnClient) call(ctx context.Context, method, path string, body any) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.server+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the coordinator at %s: %w", c.server, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return raw, nil
+	}
+	e := &apiError{status: resp.StatusCode}
+	var eb struct {
+		Error json.RawMessage `json:"error"`
+	}
+	var detail struct {
+		Class, Field, Message string
+	}
+	if json.Unmarshal(raw, &eb) == nil && json.Unmarshal(eb.Error, &detail) == nil && detail.Message != "" {
+		e.class, e.field, e.message = detail.Class, detail.Field, detail.Message
+	} else {
+		e.message = strings.TrimSpace(string(raw))
+		if e.message == "" {
+			e.message = "(no body)"
+		}
+	}
+	return nil, e
+}
+
+// action runs show (GET) or an admin verb (POST) and prints the transaction.
+func (c *txnClient) action(ctx context.Context, method, id, verb string, body any) error {
+	path := "/v1/transactions/" + url.PathEscape(id)
+	if verb != "" {
+		path += "/" + verb
+	}
+	raw, err := c.call(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(raw)
+	}
+	var t txnView
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return fmt.Errorf("unexpected answer: %w", err)
+	}
+	c.printTransaction(t, verb)
+	return nil
+}
+
+func (c *txnClient) printJSON(raw []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		_, werr := c.stdout.Write(raw)
+		return werr
+	}
+	buf.WriteByte('\n')
+	_, err := c.stdout.Write(buf.Bytes())
+	return err
+}
+
+// The parts of the API's JSON the tables print.
+type txnView struct {
+	ID       string `json:"id"`
+	GID      string `json:"gid"`
+	Instance string `json:"instance"`
+	State    string `json:"state"`
+	Kafka    *struct {
+		TransactionalID string `json:"transactional_id"`
+		ProducerID      int64  `json:"producer_id"`
+		ProducerEpoch   int16  `json:"producer_epoch"`
+		Records         []struct {
+			Topic     string `json:"topic"`
+			Partition int32  `json:"partition"`
+			Offset    int64  `json:"offset"`
+		} `json:"records"`
+	} `json:"kafka"`
+	SQLGIDs []struct {
+		Database string `json:"database"`
+		GID      string `json:"gid"`
+	} `json:"sql_gids"`
+	Error *struct {
+		Participant string `json:"participant"`
+		Class       string `json:"class"`
+		Message     string `json:"message"`
+		SQLState    string `json:"sqlstate"`
+	} `json:"error"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	PreparedAt *time.Time `json:"prepared_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	Events     []struct {
+		State     string          `json:"state"`
+		Detail    json.RawMessage `json:"detail"`
+		CreatedAt time.Time       `json:"created_at"`
+	} `json:"events"`
+}
+
+type inDoubtView struct {
+	ID         string   `json:"id"`
+	GID        string   `json:"gid"`
+	State      string   `json:"state"`
+	Issue      string   `json:"issue"`
+	Sources    []string `json:"sources"`
+	Instance   string   `json:"instance"`
+	AgeSeconds float64  `json:"age_seconds"`
+	Actions    []string `json:"actions"`
+	Hint       string   `json:"hint"`
+	Log        *struct {
+		Attempts  int    `json:"attempts"`
+		LastError string `json:"last_error"`
+	} `json:"log"`
+	Postgres []struct {
+		Database string `json:"database"`
+		GID      string `json:"gid"`
+	} `json:"postgres"`
+	Kafka *struct {
+		TransactionalID string `json:"transactional_id"`
+		ProducerID      int64  `json:"producer_id"`
+		ProducerEpoch   int16  `json:"producer_epoch"`
+		State           string `json:"state"`
+		Quarantined     bool   `json:"quarantined"`
+	} `json:"kafka"`
+}
+
+func (c *txnClient) printTransaction(t txnView, verb string) {
+	w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%s:\t%s\n", k, v)
+		}
+	}
+	row("id", t.ID)
+	row("state", t.State)
+	row("gid", t.GID)
+	row("instance", t.Instance)
+	row("created", t.CreatedAt.Format(time.RFC3339Nano))
+	row("updated", t.UpdatedAt.Format(time.RFC3339Nano))
+	if t.PreparedAt != nil {
+		row("prepared", t.PreparedAt.Format(time.RFC3339Nano))
+	}
+	if t.FinishedAt != nil {
+		row("finished", t.FinishedAt.Format(time.RFC3339Nano))
+	}
+	if k := t.Kafka; k != nil {
+		if k.TransactionalID != "" {
+			row("kafka", fmt.Sprintf("%s  producer %d  epoch %d", k.TransactionalID, k.ProducerID, k.ProducerEpoch))
+		}
+		for _, r := range k.Records {
+			row("record", fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset))
+		}
+	}
+	for _, g := range t.SQLGIDs {
+		row("sql gid", g.Database+": "+g.GID)
+	}
+	if e := t.Error; e != nil {
+		msg := fmt.Sprintf("%s (%s): %s", e.Participant, e.Class, e.Message)
+		if e.SQLState != "" {
+			msg += " [SQLSTATE " + e.SQLState + "]"
+		}
+		row("error", msg)
+	}
+	_ = w.Flush()
+	if len(t.Events) == 0 {
+		return
+	}
+	fmt.Fprintln(c.stdout, "\nevents:")
+	w = tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "TIME\tSTATE\tDETAIL")
+	for _, e := range t.Events {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", e.CreatedAt.Format(time.RFC3339Nano), e.State, eventDetail(e.Detail))
+	}
+	_ = w.Flush()
+}
+
+// eventDetail renders an event's detail on one line: an admin action as "abort by alice
+// (reason) → aborted", a state change's error as "class: message".
+func eventDetail(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var d struct {
+		Action, By, Reason, Result, Error, Outcome string
+		Class, Message                             string
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return string(raw)
+	}
+	if d.Action != "" {
+		s := d.Action + " by " + d.By
+		if d.Outcome != "" {
+			s += " as " + d.Outcome
+		}
+		if d.Reason != "" {
+			s += " (" + d.Reason + ")"
+		}
+		s += " → " + d.Result
+		if d.Error != "" {
+			s += ": " + d.Error
+		}
+		return s
+	}
+	if d.Class != "" || d.Message != "" {
+		return d.Class + ": " + d.Message
+	}
+	return string(raw)
+}
+
+func (c *txnClient) list(ctx context.Context, state, olderThan string, limit int, after string) error {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
+	}
+	if olderThan != "" {
+		q.Set("older_than", olderThan)
+	}
+	q.Set("limit", fmt.Sprint(limit))
+	if after != "" {
+		q.Set("after", after)
+	}
+	raw, err := c.call(ctx, http.MethodGet, "/v1/transactions?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(raw)
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	var next string
+	var warnings []string
+	var n int
+	if state == "in-doubt" {
+		var page struct {
+			Transactions []inDoubtView `json:"transactions"`
+			Next         string        `json:"next"`
+			Warnings     []string      `json:"warnings"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return fmt.Errorf("unexpected answer: %w", err)
+		}
+		next, warnings, n = page.Next, page.Warnings, len(page.Transactions)
+		if n > 0 {
+			fmt.Fprintln(w, "ID\tSTATE\tISSUE\tSOURCES\tAGE\tINSTANCE\tACTIONS\tEVIDENCE")
+		}
+		for _, e := range page.Transactions {
+			id := e.ID
+			if id == "" && e.Kafka != nil {
+				id = "-"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, dash(e.State), e.Issue,
+				strings.Join(e.Sources, ","), age(e.AgeSeconds), dash(e.Instance),
+				dash(strings.Join(e.Actions, ",")), evidence(e))
+		}
+	} else {
+		var page struct {
+			Transactions []txnView `json:"transactions"`
+			Next         string    `json:"next"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return fmt.Errorf("unexpected answer: %w", err)
+		}
+		next, n = page.Next, len(page.Transactions)
+		if n > 0 {
+			fmt.Fprintln(w, "ID\tSTATE\tUPDATED\tINSTANCE\tKAFKA\tERROR")
+		}
+		for _, t := range page.Transactions {
+			kafka := "-"
+			if t.Kafka != nil && t.Kafka.TransactionalID != "" {
+				kafka = fmt.Sprintf("%s %d:%d", t.Kafka.TransactionalID, t.Kafka.ProducerID, t.Kafka.ProducerEpoch)
+			}
+			errMsg := "-"
+			if t.Error != nil {
+				errMsg = t.Error.Participant + ": " + t.Error.Message
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.State, t.UpdatedAt.Format(time.RFC3339),
+				dash(t.Instance), kafka, oneLine(errMsg, 80))
+		}
+	}
+	_ = w.Flush()
+	if n == 0 {
+		fmt.Fprintf(c.stdout, "no %s transactions\n", state)
+	}
+	for _, wmsg := range warnings {
+		fmt.Fprintf(c.stdout, "warning: %s\n", wmsg)
+	}
+	if next != "" {
+		fmt.Fprintf(c.stdout, "more: coordinator txn list -state %s -after %s\n", state, next)
+	}
+	return nil
+}
+
+// evidence summarises where an in-doubt entry was found.
+func evidence(e inDoubtView) string {
+	var parts []string
+	for _, p := range e.Postgres {
+		parts = append(parts, "pg "+p.Database+" "+p.GID)
+	}
+	if k := e.Kafka; k != nil {
+		s := fmt.Sprintf("kafka %s %d:%d %s", k.TransactionalID, k.ProducerID, k.ProducerEpoch, k.State)
+		if k.Quarantined {
+			s += " (quarantined)"
+		}
+		parts = append(parts, s)
+	}
+	if e.Log != nil && e.Log.Attempts > 0 {
+		parts = append(parts, fmt.Sprintf("%d attempts, last: %s", e.Log.Attempts, oneLine(e.Log.LastError, 60)))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n-1] + "…"
+	}
+	return s
+}
+
+func age(secs float64) string {
+	d := time.Duration(secs * float64(time.Second))
+	if d < time.Hour {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Minute).String()
+}
