@@ -1,14 +1,231 @@
 package api
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kpgtx/coordinator/migrations"
+	"github.com/kpgtx/coordinator/sqltxn"
 )
 
-// healthRoutes mounts /healthz (alive).
+// ReadyTimeout bounds each readiness check.
+const ReadyTimeout = 2 * time.Second
+
+// healthRoutes mounts /healthz (alive: the process serves), /readyz (the dependencies are
+// usable) and /metrics (metrics.go).
 func (s *Server) healthRoutes(r chi.Router) {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	r.Get("/readyz", s.readyz)
+	s.metricsRoutes(r)
+}
+
+// check is one readiness check's answer; the extra fields say what was found.
+type check map[string]any
+
+func passed(kv ...any) check {
+	c := check{"ok": true}
+	for i := 0; i+1 < len(kv); i += 2 {
+		c[kv[i].(string)] = kv[i+1]
+	}
+	return c
+}
+
+func failed(err error, kv ...any) check {
+	c := passed(kv...)
+	c["ok"] = false
+	c["error"] = err.Error()
+	return c
+}
+
+// readyBody is the answer of /readyz.
+type readyBody struct {
+	Status string           `json:"status"` // "ready" or "not_ready"
+	Failed []string         `json:"failed,omitempty"`
+	Checks map[string]check `json:"checks"`
+}
+
+// readyz runs every check concurrently, each within ReadyTimeout, and answers 200 when all
+// pass, 503 naming the failing ones otherwise:
+//
+//   - log: the coordinator log's PostgreSQL answers (ping);
+//   - databases: every configured database answers and has max_prepared_transactions > 0;
+//   - migrations: the log's schema version is the binary's latest migration, not dirty;
+//   - kafka (when configured): metadata and ApiVersions answer; reports the cluster's
+//     finalized transaction.version.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	checks := map[string]func(context.Context) check{
+		"log":        s.checkLog,
+		"databases":  s.checkDatabases,
+		"migrations": s.checkMigrations,
+	}
+	if s.deps.Kafka != nil {
+		checks["kafka"] = s.checkKafka
+	}
+	body := readyBody{Status: "ready", Checks: map[string]check{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, run := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
+			defer cancel()
+			c := run(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			body.Checks[name] = c
+			if c["ok"] != true {
+				body.Failed = append(body.Failed, name)
+			}
+		}()
+	}
+	wg.Wait()
+	status := http.StatusOK
+	if len(body.Failed) > 0 {
+		sort.Strings(body.Failed)
+		body.Status = "not_ready"
+		status = http.StatusServiceUnavailable
+		s.cfg.Logger.Warn("not ready", "failed", body.Failed)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, status, body)
+}
+
+var errNotConfigured = errors.New("not configured")
+
+func (s *Server) checkLog(ctx context.Context) check {
+	if s.deps.Log == nil {
+		return failed(errNotConfigured)
+	}
+	if err := s.deps.Log.Pool().Ping(ctx); err != nil {
+		return failed(fmt.Errorf("PostgreSQL of the coordinator log (DATABASE_URL) does not answer: %w", err))
+	}
+	return passed()
+}
+
+// checkDatabases reads max_prepared_transactions on every configured database: it can change
+// at a server restart, and 0 makes every PREPARE TRANSACTION fail.
+func (s *Server) checkDatabases(ctx context.Context) check {
+	if s.deps.SQL == nil {
+		return failed(errNotConfigured)
+	}
+	names := s.deps.SQL.Names()
+	sort.Strings(names)
+	results := make([]check, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = checkDatabase(ctx, s.deps.SQL, name)
+		}()
+	}
+	wg.Wait()
+	dbs := map[string]check{}
+	var errs []string
+	for i, name := range names {
+		c := results[i]
+		dbs[name] = c
+		if c["ok"] != true {
+			errs = append(errs, fmt.Sprintf("database %q: %s", name, c["error"]))
+		}
+	}
+	if len(errs) > 0 {
+		return failed(errors.New(strings.Join(errs, "; ")), "databases", dbs)
+	}
+	return passed("databases", dbs)
+}
+
+func checkDatabase(ctx context.Context, sql *sqltxn.Databases, name string) check {
+	pool, err := sql.Pool(name)
+	if err != nil {
+		return failed(err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT current_setting('max_prepared_transactions')::int").Scan(&n); err != nil {
+		return failed(fmt.Errorf("does not answer: %w", err))
+	}
+	if n == 0 {
+		// CheckPrepared says what to change.
+		err := sqltxn.CheckPrepared(ctx, pool)
+		if err == nil {
+			err = errors.New("max_prepared_transactions is 0")
+		}
+		return failed(err, "max_prepared_transactions", n)
+	}
+	return passed("max_prepared_transactions", n)
+}
+
+// checkMigrations compares the log's schema version (golang-migrate's table) with the highest
+// migration embedded in the binary.
+func (s *Server) checkMigrations(ctx context.Context) check {
+	if s.deps.Log == nil {
+		return failed(errNotConfigured)
+	}
+	latest, err := latestMigration()
+	if err != nil {
+		return failed(err)
+	}
+	var version int64
+	var dirty bool
+	err = s.deps.Log.Pool().QueryRow(ctx, "SELECT version, dirty FROM coordinator_schema_migrations LIMIT 1").Scan(&version, &dirty)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return failed(errors.New("the log's schema is not migrated: run `coordinator migrate up`"), "latest", latest)
+	case err != nil:
+		return failed(fmt.Errorf("read the log's schema version: %w", err), "latest", latest)
+	case dirty:
+		return failed(fmt.Errorf("the log's schema is dirty at version %d (a migration failed half-way): fix it by hand, then `coordinator migrate up`", version),
+			"version", version, "latest", latest)
+	case version < latest:
+		return failed(fmt.Errorf("the log's schema is at version %d, this binary needs %d: run `coordinator migrate up`", version, latest),
+			"version", version, "latest", latest)
+	case version > latest:
+		return failed(fmt.Errorf("the log's schema is at version %d, newer than this binary's %d: a newer coordinator migrated it", version, latest),
+			"version", version, "latest", latest)
+	}
+	return passed("version", version, "latest", latest)
+}
+
+// latestMigration is the highest version among the embedded migrations.
+var latestMigration = sync.OnceValues(func() (int64, error) {
+	entries, err := fs.ReadDir(migrations.FS, ".")
+	if err != nil {
+		return 0, fmt.Errorf("embedded migrations: %w", err)
+	}
+	var latest int64 = -1
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		if !ok || !strings.HasSuffix(e.Name(), ".up.sql") {
+			continue
+		}
+		if v, err := strconv.ParseInt(num, 10, 64); err == nil && v > latest {
+			latest = v
+		}
+	}
+	if latest < 0 {
+		return 0, errors.New("no embedded migrations")
+	}
+	return latest, nil
+})
+
+func (s *Server) checkKafka(ctx context.Context) check {
+	cp, err := s.deps.Kafka.Probe(ctx)
+	if err != nil {
+		return failed(err)
+	}
+	return passed("brokers", cp.Brokers, "reachable", cp.Reachable, "transaction_version", cp.TransactionVersion)
 }

@@ -57,6 +57,9 @@ type PostgresOptions struct {
 	Port   int          // 0 = pick a free port on 127.0.0.1
 	Dir    string       // "" = os.MkdirTemp; a given Dir must be missing or empty (it is removed by Stop)
 	Logger *slog.Logger // nil = discard
+	// MaxPreparedTransactions is the server's max_prepared_transactions: 0 = 100; negative
+	// sets 0, which makes PREPARE TRANSACTION fail (to test how that is refused and reported).
+	MaxPreparedTransactions int
 }
 
 // runAs is the OS identity the PostgreSQL processes run as; nil means the current user.
@@ -66,7 +69,7 @@ type runAs struct {
 }
 
 // StartPostgres finds PostgreSQL server binaries, runs initdb and starts the server on 127.0.0.1
-// with max_prepared_transactions=100 (and max_connections 200, fsync off),
+// with max_prepared_transactions=100 (see PostgresOptions), max_connections 200 and fsync off,
 // waits until it accepts connections, and creates database "coordinator".
 //
 // When the process runs as root, initdb and postgres run as the "postgres" OS user
@@ -159,7 +162,7 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (pg *Postgres, err
 				return p, err
 			}
 		}
-		err = p.startServer(binDir, dataDir, sockDir, port, as, logFile)
+		err = p.startServer(binDir, dataDir, sockDir, port, maxPrepared(opts.MaxPreparedTransactions), as, logFile)
 		if err == nil {
 			err = p.waitReady(ctx, dataDir)
 		}
@@ -185,15 +188,26 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (pg *Postgres, err
 
 var errPortTaken = errors.New("port already in use")
 
+// maxPrepared is the max_prepared_transactions of PostgresOptions.MaxPreparedTransactions.
+func maxPrepared(opt int) int {
+	switch {
+	case opt == 0:
+		return 100
+	case opt < 0:
+		return 0
+	}
+	return opt
+}
+
 // startServer starts the postmaster (it is not ready yet).
-func (p *Postgres) startServer(binDir, dataDir, sockDir string, port int, as *runAs, logFile *os.File) error {
+func (p *Postgres) startServer(binDir, dataDir, sockDir string, port, maxPrepared int, as *runAs, logFile *os.File) error {
 	p.logStart = fileSize(p.logPath)
 	cmd := exec.Command(filepath.Join(binDir, "postgres"),
 		"-D", dataDir,
 		"-k", sockDir,
 		"-h", "127.0.0.1",
 		"-p", strconv.Itoa(port),
-		"-c", "max_prepared_transactions=100",
+		"-c", "max_prepared_transactions="+strconv.Itoa(maxPrepared),
 		"-c", "max_connections=200",
 		"-c", "fsync=off",
 		"-c", "synchronous_commit=off",

@@ -45,6 +45,7 @@ type Pool struct {
 	mu          sync.Mutex
 	quarantined map[string]bool
 	topics      map[string]topicInfo
+	leases      leaseBook // which ids requests hold (list.go)
 }
 
 type producer struct {
@@ -196,6 +197,7 @@ func (p *Pool) newProducer(id string) (*producer, error) {
 func (p *Pool) Acquire(ctx context.Context) (coord.KafkaTxn, error) {
 	select {
 	case pr := <-p.free:
+		p.leases.take(pr.id)
 		return &Txn{pool: p, p: pr}, nil
 	case <-ctx.Done():
 		return nil, classify(fmt.Errorf("%w: %w", ErrPoolExhausted, context.Cause(ctx)))
@@ -206,6 +208,7 @@ func (p *Pool) Acquire(ctx context.Context) (coord.KafkaTxn, error) {
 // client's first transaction re-initialises the id, aborting anything left open on it. keep
 // false quarantines the id instead (I1).
 func (p *Pool) release(pr *producer, keep bool) {
+	p.leases.give(pr.id)
 	if !keep {
 		pr.cl.Close()
 		p.mu.Lock()
@@ -288,6 +291,58 @@ func (p *Pool) known(topic string) bool {
 	defer p.mu.Unlock()
 	_, ok := p.topics[topic]
 	return ok
+}
+
+// Usage counts the pool's transactional ids at this moment: free (ready to lease), leased (a
+// request holds it) and quarantined (its transaction is in doubt, I1). For metrics.
+func (p *Pool) Usage() (free, leased, quarantined int) {
+	p.mu.Lock()
+	quarantined = len(p.quarantined)
+	p.mu.Unlock()
+	p.leases.mu.Lock()
+	leased = len(p.leases.leased)
+	p.leases.mu.Unlock()
+	return len(p.free), leased, quarantined
+}
+
+// ClusterProbe is what Probe found.
+type ClusterProbe struct {
+	Brokers   int // brokers in the metadata
+	Reachable int // of which answered ApiVersions
+	// TransactionVersion is the cluster's finalized transaction.version feature (2:
+	// transactions v2, the epoch is bumped at every EndTxn); -1 when the brokers do not
+	// report it (before Kafka 4.0: transactions v1).
+	TransactionVersion int16
+}
+
+// Probe checks that the cluster answers, within ctx: a metadata request, then ApiVersions to
+// every broker listed. It fails when no broker answers. For readiness.
+func (p *Pool) Probe(ctx context.Context) (ClusterProbe, error) {
+	vs, err := p.adm.ApiVersions(ctx)
+	if err != nil {
+		return ClusterProbe{}, fmt.Errorf("kafka: metadata from %v: %w", p.cfg.Brokers, err)
+	}
+	cp := ClusterProbe{Brokers: len(vs), TransactionVersion: -1}
+	var errs error
+	for _, v := range vs.Sorted() {
+		if v.Err != nil {
+			errs = errors.Join(errs, fmt.Errorf("broker %d: %w", v.NodeID, v.Err))
+			continue
+		}
+		cp.Reachable++
+		for _, f := range v.Raw().FinalizedFeatures {
+			if f.Name == "transaction.version" && f.MaxVersionLevel > cp.TransactionVersion {
+				cp.TransactionVersion = f.MaxVersionLevel
+			}
+		}
+	}
+	switch {
+	case cp.Brokers == 0:
+		return cp, fmt.Errorf("kafka: the metadata from %v lists no brokers", p.cfg.Brokers)
+	case cp.Reachable == 0:
+		return cp, fmt.Errorf("kafka: no broker answered ApiVersions: %w", errs)
+	}
+	return cp, nil
 }
 
 // Close closes every client. Open transactions are not aborted (kgo's Close does not abort).

@@ -87,6 +87,9 @@ type Loop struct {
 
 	passes   atomic.Int64
 	failures atomic.Int64
+
+	totalMu sync.Mutex
+	total   Stats // the sum of every pass's Stats (Totals)
 }
 
 // New returns a loop. owner is the instance's claimed lock (Claim).
@@ -140,6 +143,13 @@ func (l *Loop) Trigger() {
 func (l *Loop) Passes() int64   { return l.passes.Load() }
 func (l *Loop) Failures() int64 { return l.failures.Load() }
 
+// Totals sums the Stats of every pass since start.
+func (l *Loop) Totals() Stats {
+	l.totalMu.Lock()
+	defer l.totalMu.Unlock()
+	return l.total
+}
+
 // RunOnce is one pass: heartbeat, this instance's due transactions, orphans, old markers, and
 // takeover of dead instances.
 func (l *Loop) RunOnce(ctx context.Context) (Stats, error) {
@@ -149,6 +159,13 @@ func (l *Loop) RunOnce(ctx context.Context) (Stats, error) {
 	if err != nil {
 		l.failures.Add(1)
 	}
+	l.totalMu.Lock()
+	l.total.Resolved += st.Resolved
+	l.total.Failed += st.Failed
+	l.total.Orphans += st.Orphans
+	l.total.Markers += st.Markers
+	l.total.TakenOver += st.TakenOver
+	l.totalMu.Unlock()
 	if st.Resolved+st.Orphans+st.TakenOver > 0 {
 		l.cfg.Logger.Info("recovery pass", "resolved", st.Resolved, "failed", st.Failed,
 			"orphans", st.Orphans, "markers", st.Markers, "taken_over", st.TakenOver)

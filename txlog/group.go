@@ -27,6 +27,7 @@ type groupCommit struct {
 	wg       sync.WaitGroup
 	once     sync.Once
 	closed   chan struct{}
+	obs      Observer // nil: no measurements
 }
 
 type write struct {
@@ -39,8 +40,8 @@ type write struct {
 // writers is how many batches may be in flight at once: one commits while the next fills.
 const writers = 2
 
-func newGroupCommit(pool *pgxpool.Pool) *groupCommit {
-	g := &groupCommit{pool: pool, reqs: make(chan *write), maxBatch: 256, closed: make(chan struct{})}
+func newGroupCommit(pool *pgxpool.Pool, obs Observer) *groupCommit {
+	g := &groupCommit{pool: pool, reqs: make(chan *write), maxBatch: 256, closed: make(chan struct{}), obs: obs}
 	for range writers {
 		g.wg.Add(1)
 		go g.loop()
@@ -93,6 +94,10 @@ func (g *groupCommit) loop() {
 func (g *groupCommit) flush(batch []*write) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if g.obs != nil {
+		start := time.Now()
+		defer func() { g.obs.ObserveLogBatch(len(batch), time.Since(start)) }()
+	}
 	errs := make([]error, len(batch))
 	err := func() error {
 		if len(batch) == 1 {

@@ -18,6 +18,7 @@ import (
 type Log struct {
 	pool  *pgxpool.Pool
 	group *groupCommit // nil: every write is its own statement
+	obs   Observer     // nil: no measurements
 }
 
 var _ coord.Log = (*Log)(nil)
@@ -26,14 +27,26 @@ var _ coord.Log = (*Log)(nil)
 type Options struct {
 	// GroupCommit batches the state writes of concurrent transactions (groupCommit).
 	GroupCommit bool
+	// Observer receives write latencies and group-commit batch sizes (metrics); nil: none.
+	Observer Observer
+}
+
+// Observer receives the log's measurements. Calls must be cheap and never block.
+type Observer interface {
+	// ObserveLogWrite reports one state write as its writer waited for it (group-commit
+	// queueing included).
+	ObserveLogWrite(d time.Duration)
+	// ObserveLogBatch reports one group commit: how many writes it carried and how long the
+	// database took.
+	ObserveLogBatch(writes int, d time.Duration)
 }
 
 // New returns a Log on the pool. The schema must be migrated (Migrate). Close stops its
 // writers.
 func New(pool *pgxpool.Pool, opts Options) *Log {
-	l := &Log{pool: pool}
+	l := &Log{pool: pool, obs: opts.Observer}
 	if opts.GroupCommit {
-		l.group = newGroupCommit(pool)
+		l.group = newGroupCommit(pool, opts.Observer)
 	}
 	return l
 }
@@ -47,11 +60,16 @@ func (l *Log) Close() {
 
 // queryRow runs one state write, through group commit when it is on.
 func (l *Log) queryRow(ctx context.Context, sql string, args []any, scan func(pgx.Row) error) error {
+	if l.obs != nil {
+		defer l.observeWrite(time.Now())
+	}
 	if l.group == nil {
 		return scan(l.pool.QueryRow(ctx, sql, args...))
 	}
 	return l.group.do(ctx, sql, args, scan)
 }
+
+func (l *Log) observeWrite(start time.Time) { l.obs.ObserveLogWrite(time.Since(start)) }
 
 // Pool is the log's connection pool.
 func (l *Log) Pool() *pgxpool.Pool { return l.pool }

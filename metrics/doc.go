@@ -1,0 +1,57 @@
+// Package metrics holds the coordinator's Prometheus instruments, served at /metrics.
+//
+// The service creates one Metrics (a registry of its own, never the global default) and hands
+// it down: to coord as its coord.Observer (phase timings and outcomes; coord does not import
+// Prometheus), to txlog as its txlog.Observer (log writes and group commits), to the API (HTTP
+// requests, and the /metrics handler), and it registers collectors that read the Kafka pool,
+// the recovery loop and the log at scrape time. Instruments on a hot path are resolved once,
+// so an observation does not allocate.
+//
+// # Metrics
+//
+// Transactions (this process):
+//
+//	kpgtx_transactions_total{state,class}         counter  outcomes: committed, aborted, heuristic_mixed, or the
+//	                                                        state left to recovery (active, prepared, committing:
+//	                                                        answered 202); class: none, retriable, abortable,
+//	                                                        fenced, invalid_configuration, internal
+//	kpgtx_phase_duration_seconds{phase}           histogram log_begin, phase1, sql (per database), kafka,
+//	                                                        pool_acquire, log_prepared, log_committing, endtxn,
+//	                                                        phase2, abort, log_final, total
+//
+// The log (every instance sharing it sees the same values; aggregate with max):
+//
+//	kpgtx_in_doubt_transactions{state}            gauge    rows not final: active, prepared, committing
+//	kpgtx_in_doubt_oldest_age_seconds             gauge    age of the oldest of them, in database time
+//	kpgtx_heuristic_transactions{state}           gauge    rows waiting for an operator: heuristic, heuristic_mixed
+//	kpgtx_log_up                                  gauge    1 when the scrape's query of the log succeeded
+//	kpgtx_log_write_duration_seconds              histogram one state write as its writer waited for it
+//	kpgtx_log_batch_size                          histogram writes per group commit
+//	kpgtx_log_batch_duration_seconds              histogram database time of one group commit
+//
+// Kafka pool and recovery:
+//
+//	kpgtx_kafka_pool_transactional_ids{status}    gauge    free, leased, quarantined
+//	kpgtx_kafka_pool_size                         gauge    KAFKA_POOL_SIZE
+//	kpgtx_recovery_passes_total                   counter  passes (startup, periodic, on demand)
+//	kpgtx_recovery_pass_failures_total            counter  passes that ended with an error
+//	kpgtx_recovery_resolved_total                 counter  transactions brought to a final state
+//	kpgtx_recovery_attempt_failures_total         counter  attempts rescheduled after backoff
+//	kpgtx_recovery_orphans_total                  counter  orphan prepared transactions rolled back
+//	kpgtx_recovery_markers_deleted_total          counter  marker rows deleted
+//	kpgtx_recovery_takeovers_total                counter  dead instances taken over
+//
+// HTTP:
+//
+//	kpgtx_http_requests_total{method,route,code}  counter  route is the router's pattern ("unmatched": no
+//	                                                        route, or refused before routing, e.g. 401)
+//	kpgtx_http_request_duration_seconds{method,route} histogram
+//	kpgtx_http_requests_in_flight                 gauge
+//
+// Plus the Go runtime (go_*), process (process_*) and go_build_info collectors.
+//
+// Alerts worth having: kpgtx_in_doubt_oldest_age_seconds above the largest request budget
+// (COORDINATOR_MAX_TIMEOUT) plus a few recovery intervals; kpgtx_heuristic_transactions > 0;
+// kpgtx_kafka_pool_transactional_ids{status="quarantined"} growing; kpgtx_log_up == 0; a rising
+// rate of kpgtx_recovery_pass_failures_total.
+package metrics
