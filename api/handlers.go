@@ -30,6 +30,7 @@ var OpenAPI []byte
 type Config struct {
 	MaxBodyBytes int64
 	Logger       *slog.Logger
+	Tokens       []Token // bearer tokens (auth.go); none: the API is open
 }
 
 // Deps are the services the handlers use. SQL and Kafka serve the admin views (Kafka is nil
@@ -40,6 +41,7 @@ type Deps struct {
 	Recovery *recovery.Loop
 	SQL      *sqltxn.Databases
 	Kafka    *kafkatxn.Pool
+	Metrics  Metrics // metrics.go: /metrics and request metrics; nil: none
 }
 
 // Server holds the handlers' dependencies.
@@ -208,8 +210,7 @@ func (s *Server) getTransaction(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, t)
-	return nil
+	return s.writeTransaction(w, r, http.StatusOK, t) // with its event history (admin.go)
 }
 
 type listResponse struct {
@@ -220,7 +221,7 @@ type listResponse struct {
 func (s *Server) listTransactions(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	var state coord.State
-	if v := q.Get("state"); v != "" {
+	if v := q.Get("state"); v != "" && v != stateInDoubt {
 		st, ok := coord.ParseState(v)
 		if !ok {
 			return &coord.InvalidError{Field: "state", Reason: fmt.Sprintf("unknown state %q", v)}
@@ -235,7 +236,14 @@ func (s *Server) listTransactions(w http.ResponseWriter, r *http.Request) error 
 		}
 		limit = n
 	}
-	page, err := s.log.List(r.Context(), state, limit, q.Get("after"))
+	olderThan, err := parseOlderThan(q)
+	if err != nil {
+		return err
+	}
+	if q.Get("state") == stateInDoubt { // the reconciled view (admin_view.go)
+		return s.listInDoubt(w, r, olderThan, limit, q.Get("after"))
+	}
+	page, err := s.log.ListOlder(r.Context(), state, olderThan, limit, q.Get("after"))
 	if err != nil {
 		return err
 	}

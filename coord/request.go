@@ -22,7 +22,10 @@ type Request struct {
 type Statement struct {
 	Database  string `json:"database,omitempty"`
 	Statement string `json:"statement"`
-	Args      []any  `json:"args,omitempty"`
+	// Name refers to a statement of the operator's allowlist (Limits.Statements) instead of SQL
+	// text; Validate replaces it with the text.
+	Name string `json:"name,omitempty"`
+	Args []any  `json:"args,omitempty"`
 }
 
 // Record is one Kafka record. Key and Value nil mean a null key or value.
@@ -42,6 +45,11 @@ type Limits struct {
 	MaxStatements int
 	MaxRecords    int
 	MaxTimeout    time.Duration
+	// Statements, when not empty, is the allowlist of named SQL statements (allow.go): requests
+	// refer to them by name and SQL text is refused.
+	Statements map[string]string
+	// Topics, when not empty, lists the topics records may go to ("prefix*" matches a prefix).
+	Topics []string
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
@@ -73,6 +81,9 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 		if !knownDB(s.Database) {
 			return invalid(field+".database", fmt.Sprintf("unknown database %q", s.Database))
 		}
+		if err := l.resolveStatement(field, s); err != nil {
+			return err
+		}
 		if strings.TrimSpace(s.Statement) == "" {
 			return invalid(field+".statement", "must not be empty")
 		}
@@ -89,6 +100,9 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 		field := "kafka[" + strconv.Itoa(i) + "]"
 		if rec.Topic == "" {
 			return invalid(field+".topic", "must not be empty")
+		}
+		if err := l.allowTopic(field, rec.Topic); err != nil {
+			return err
 		}
 		if rec.Partition != nil && *rec.Partition < 0 {
 			return invalid(field+".partition", "must not be negative")

@@ -3,6 +3,7 @@ package service
 import (
 	"fmt"
 
+	"github.com/kpgtx/coordinator/api"
 	"github.com/kpgtx/coordinator/coord"
 	"os"
 	"regexp"
@@ -37,11 +38,22 @@ type Config struct {
 	InstanceLease time.Duration
 	// ClaimWait is how long startup waits for this instance's lock (COORDINATOR_CLAIM_WAIT).
 	ClaimWait time.Duration
+	// ShutdownTimeout bounds a graceful shutdown (COORDINATOR_SHUTDOWN_TIMEOUT): requests in
+	// flight finish within it, or are left to recovery (Service.Serve).
+	ShutdownTimeout time.Duration
 	// NoGroupCommit writes every log state change as its own statement instead of batching
 	// concurrent ones (for comparison in benchmarks).
 	NoGroupCommit bool
 	// Fault makes the process kill itself at a protocol step (COORDINATOR_FAULT). Test-only.
 	Fault string
+
+	// Security (security.go).
+	Tokens        []api.Token       // COORDINATOR_TOKENS: bearer tokens "name:role[,role]:token"; none: no authentication
+	AllowInsecure bool              // COORDINATOR_ALLOW_INSECURE: serve beyond the loopback interface without tokens
+	Statements    map[string]string // COORDINATOR_STATEMENTS: allowlist of named SQL statements, name → SQL text
+	Topics        []string          // COORDINATOR_TOPICS: allowlist of topics ("prefix*" matches a prefix)
+	KafkaTLS      KafkaTLS          // KAFKA_TLS, KAFKA_TLS_*
+	KafkaSASL     KafkaSASL         // KAFKA_SASL_*
 }
 
 // Defaults returns the configuration with nothing set.
@@ -64,6 +76,7 @@ func Defaults() Config {
 		RecoveryInterval: 5 * time.Second,
 		InstanceLease:    15 * time.Second,
 		ClaimWait:        10 * time.Second,
+		ShutdownTimeout:  25 * time.Second,
 	}
 }
 
@@ -127,9 +140,11 @@ func Load(getenv func(string) string) (Config, error) {
 	duration("COORDINATOR_RECOVERY_INTERVAL", &c.RecoveryInterval)
 	duration("COORDINATOR_INSTANCE_LEASE", &c.InstanceLease)
 	duration("COORDINATOR_CLAIM_WAIT", &c.ClaimWait)
+	duration("COORDINATOR_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
 	str("COORDINATOR_FAULT", &c.Fault)
 	integer("COORDINATOR_MAX_STATEMENTS", &c.MaxStatements)
 	integer("COORDINATOR_MAX_RECORDS", &c.MaxRecords)
+	errs = append(errs, loadSecurity(&c, getenv)...)
 	if len(errs) > 0 {
 		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}
@@ -201,6 +216,10 @@ func (c Config) Validate() error {
 	if c.ClaimWait < 0 {
 		errs = append(errs, fmt.Sprintf("COORDINATOR_CLAIM_WAIT=%s: must not be negative", c.ClaimWait))
 	}
+	if c.ShutdownTimeout < 100*time.Millisecond {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_SHUTDOWN_TIMEOUT=%s: at least 100ms", c.ShutdownTimeout))
+	}
+	errs = append(errs, c.validateSecurity()...)
 	if c.Fault != "" {
 		if _, err := coord.ParseFaultPoint(c.Fault); err != nil {
 			errs = append(errs, "COORDINATOR_FAULT: "+err.Error())

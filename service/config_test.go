@@ -49,6 +49,7 @@ func TestLoadOverrides(t *testing.T) {
 	c, err := service.Load(env(map[string]string{
 		"DATABASE_URL":                  "postgres://db/app",
 		"COORDINATOR_LISTEN":            ":9000",
+		"COORDINATOR_ALLOW_INSECURE":    "true", // :9000 is beyond loopback and there are no tokens
 		"COORDINATOR_INSTANCE":          "node-1",
 		"COORDINATOR_GID_PREFIX":        "abc",
 		"KAFKA_TRANSACTIONAL_ID_PREFIX": "tx.app",

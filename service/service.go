@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/kpgtx/coordinator/api"
 	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/kafkatxn"
+	"github.com/kpgtx/coordinator/metrics"
 	"github.com/kpgtx/coordinator/recovery"
 	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txlog"
@@ -32,8 +34,13 @@ type Service struct {
 	Coord    *coord.Coordinator
 	API      *api.Server
 	Recovery *recovery.Loop
+	Metrics  *metrics.Metrics // the service's own registry, served at /metrics
 	owner    *recovery.Owner
 	logger   *slog.Logger
+
+	// closeWait > 0: a shutdown abandoned requests at its bound (Serve); Close then waits at
+	// most this long, since those requests may still hold connections.
+	closeWait atomic.Int64
 }
 
 // Open checks the configuration and the dependencies, migrates the log and starts the
@@ -45,7 +52,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{Config: cfg, logger: logger}
+	s := &Service{Config: cfg, logger: logger, Metrics: metrics.New()}
 	ok := false
 	defer func() {
 		if !ok {
@@ -62,7 +69,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	s.Log = txlog.New(logPool, txlog.Options{GroupCommit: !cfg.NoGroupCommit})
+	s.Log = txlog.New(logPool, txlog.Options{GroupCommit: !cfg.NoGroupCommit, Observer: s.Metrics})
+	s.Metrics.WatchLog(logPool, 2*time.Second)
 	if err := logPool.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: cannot reach PostgreSQL: %w", err)
 	}
@@ -96,16 +104,21 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		if err != nil {
 			return nil, err
 		}
+		kopts, err := cfg.KafkaClientOpts(logger) // TLS, SASL
+		if err != nil {
+			return nil, err
+		}
 		s.Kafka, err = kafkatxn.NewPool(ctx, kafkatxn.Config{
 			Brokers:            cfg.Brokers,
 			IDPrefix:           cfg.TxnIDPrefix,
 			Instance:           cfg.Instance,
 			PoolSize:           cfg.PoolSize,
 			TransactionTimeout: cfg.KafkaTxnTimeout,
+			ClientOpts:         kopts,
 			Logger:             logger,
 		}, quarantined)
 		if err != nil {
-			return nil, fmt.Errorf("KAFKA_BROKERS=%v: %w", cfg.Brokers, err)
+			return nil, fmt.Errorf("KAFKA_BROKERS=%v%s: %w", cfg.Brokers, cfg.kafkaSecurityNote(), err)
 		}
 		kafka = s.Kafka
 	}
@@ -113,10 +126,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 	s.Coord = coord.New(coord.Config{
 		Instance:       cfg.Instance,
 		GIDPrefix:      cfg.GIDPrefix,
-		Limits:         coord.Limits{MaxStatements: cfg.MaxStatements, MaxRecords: cfg.MaxRecords, MaxTimeout: cfg.MaxTimeout},
+		Limits:         coord.Limits{MaxStatements: cfg.MaxStatements, MaxRecords: cfg.MaxRecords, MaxTimeout: cfg.MaxTimeout, Statements: cfg.Statements, Topics: cfg.Topics},
 		DefaultTimeout: cfg.DefaultTimeout,
 		Logger:         logger,
 		Fault:          faultHook(cfg.Fault, logger),
+		Observer:       s.Metrics,
 	}, s.Log, kafka, s.SQL)
 
 	s.Recovery = recovery.New(recovery.Config{
@@ -134,8 +148,12 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		logger.Warn("startup recovery pass incomplete; the loop retries", "error", err,
 			"resolved", st.Resolved, "failed", st.Failed)
 	}
-	s.API = api.NewServer(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger},
-		api.Deps{Coord: s.Coord, Log: s.Log, Recovery: s.Recovery, SQL: s.SQL, Kafka: s.Kafka})
+	s.API = api.NewServer(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger, Tokens: cfg.Tokens},
+		api.Deps{Coord: s.Coord, Log: s.Log, Recovery: s.Recovery, SQL: s.SQL, Kafka: s.Kafka, Metrics: s.Metrics})
+	s.Metrics.WatchRecovery(s.Recovery)
+	if s.Kafka != nil {
+		s.Metrics.WatchPool(s.Kafka, cfg.PoolSize)
+	}
 	ok = true
 	return s, nil
 }
@@ -164,33 +182,138 @@ func faultHook(point string, logger *slog.Logger) func(coord.FaultPoint) {
 // Handler is the HTTP API.
 func (s *Service) Handler() http.Handler { return s.API.Handler() }
 
-// Serve runs the background services and serves the API on ln until ctx is done, then shuts down, letting requests in flight
-// finish (within the bound) so that none is abandoned between prepare and decision.
+// Serve runs the background services and serves the API on ln until ctx is done, then shuts
+// down within Config.ShutdownTimeout (COORDINATOR_SHUTDOWN_TIMEOUT):
+//
+//  1. the listener closes (no new requests) and the recovery loop stops;
+//  2. requests in flight run on until a quarter of the bound (at most 5 s) is left;
+//  3. then their contexts are cancelled: a transaction before its decision aborts at once, on
+//     both sides; one past its decision goes on with phase 2;
+//  4. just before the bound the connections are closed and Serve returns. A request still
+//     running is abandoned as a crash would leave it: its row stays active, prepared or
+//     committing, and recovery resolves it at the next start (or another instance takes it
+//     over). The gids and states left are logged.
 func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
-	s.Start(ctx)
-	defer s.Recovery.Wait()
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	defer stopLoop()
+	s.Start(loopCtx)
+	// Request contexts derive from base, so step 3 can cancel them all.
+	base, cancelRequests := context.WithCancel(context.Background())
+	defer cancelRequests()
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return base }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.logger.Info("coordinator listening", "addr", ln.Addr().String(), "instance", s.Config.Instance)
 	select {
 	case err := <-errc:
+		stopLoop()
+		s.Recovery.Wait()
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), s.Config.MaxTimeout+5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+
+	bound := s.Config.ShutdownTimeout
+	if bound <= 0 {
+		bound = Defaults().ShutdownTimeout
+	}
+	deadline := time.Now().Add(bound)
+	grace := min(bound/4, 5*time.Second) // for step 3
+	tail := min(bound/10, time.Second)   // for step 4: log what is left, close
+	stopLoop()
+	s.logger.Info("coordinator shutting down: no new requests; requests in flight finish within the bound",
+		"shutdown_timeout", bound.String(), "in_flight", len(s.Coord.InFlightGIDs()))
+
+	err := shutdownBy(srv, deadline.Add(-grace))
+	if err != nil {
+		gids := s.Coord.InFlightGIDs()
+		s.logger.Warn("shutdown bound near: cancelling the requests in flight (before its decision a transaction aborts)",
+			"in_flight", len(gids), "gids", gids)
+		cancelRequests()
+		err = shutdownBy(srv, deadline.Add(-tail))
+	}
+	if err != nil {
+		_ = srv.Close()
+		s.closeWait.Store(int64(max(tail/2, 10*time.Millisecond)))
+		s.logLeft(s.Coord.InFlightGIDs(), max(tail/2, 10*time.Millisecond))
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	select {
+	case <-s.recoveryDone():
+	case <-time.After(time.Until(deadline)):
+		s.logger.Warn("recovery pass still running at the shutdown bound; not waiting for it")
+	}
 	return nil
 }
 
-// Close releases every connection and client.
+// shutdownBy is http.Server.Shutdown until the deadline. It may be called again after it ran
+// out of time: the listeners are closed already, and it waits for the connections again.
+func shutdownBy(srv *http.Server, deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	return srv.Shutdown(ctx)
+}
+
+// recoveryDone is closed when the recovery loop has stopped.
+func (s *Service) recoveryDone() <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		s.Recovery.Wait()
+		close(done)
+	}()
+	return done
+}
+
+// logLeft says which transactions a shutdown abandoned, with their logged state, for the
+// operator: recovery resolves them at the next start.
+func (s *Service) logLeft(gids []string, within time.Duration) {
+	if len(gids) == 0 {
+		s.logger.Warn("shutdown bound reached: connections closed; no transaction was left in flight")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	states, err := s.Log.States(ctx, gids)
+	left := make([]string, len(gids))
+	for i, g := range gids {
+		st, ok := states[g]
+		switch {
+		case err != nil:
+			left[i] = g + " (state not read)"
+		case !ok:
+			left[i] = g + " (no log row: nothing was begun)"
+		default:
+			left[i] = g + " " + string(st)
+		}
+	}
+	s.logger.Warn("shutdown bound reached: transactions left in flight; recovery resolves them at the next start (or another instance takes them over)",
+		"count", len(gids), "left", left, "shutdown_timeout", s.Config.ShutdownTimeout.String())
+}
+
+// Close releases every connection and client. After a shutdown that abandoned requests (Serve)
+// it waits only briefly: those requests may still hold connections, and the process is about to
+// exit, which releases everything as a crash would.
 func (s *Service) Close() {
+	wait := time.Duration(s.closeWait.Load())
+	if wait <= 0 {
+		s.close()
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(wait):
+		s.logger.Warn("connections still held by abandoned requests; not waiting for them")
+	}
+}
+
+func (s *Service) close() {
 	if s.Kafka != nil {
 		s.Kafka.Close()
 	}

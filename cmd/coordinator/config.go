@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,13 +26,17 @@ type setting struct {
 	def  string // the default, for the help text; "" = none
 }
 
-const envLogLevel = "COORDINATOR_LOG_LEVEL"
+const (
+	envLogLevel = "COORDINATOR_LOG_LEVEL"
+	envConfig   = "COORDINATOR_CONFIG"
+)
 
 // settings lists every environment variable the coordinator reads (service.Load, plus the
 // log level, which is the command's concern).
 var settings = func() []setting {
 	d := service.Defaults()
 	return []setting{
+		{env: envConfig, flag: "config", kind: 's', help: "YAML file of settings: keys are these variables in lower case without COORDINATOR_ (listen, database_url, kafka_brokers, tokens, ...); the environment and flags override it"},
 		{env: "DATABASE_URL", flag: "database-url", kind: 's', help: `PostgreSQL: the coordinator log and the "default" database (required by serve)`},
 		{env: "COORDINATOR_DATABASES", kind: 's', help: `more databases for statements, "name=dsn;name2=dsn2"`},
 		{env: "KAFKA_BROKERS", flag: "kafka-brokers", kind: 's', help: "comma-separated seed brokers; empty: SQL only"},
@@ -50,8 +55,21 @@ var settings = func() []setting {
 		{env: "COORDINATOR_RECOVERY_INTERVAL", kind: 'd', help: "period of the recovery loop (and of the instance heartbeat)", def: d.RecoveryInterval.String()},
 		{env: "COORDINATOR_INSTANCE_LEASE", kind: 'd', help: "an instance silent this long, whose lock is free, is taken over", def: d.InstanceLease.String()},
 		{env: "COORDINATOR_CLAIM_WAIT", kind: 'd', help: "how long startup waits for this instance's lock before refusing", def: d.ClaimWait.String()},
+		{env: "COORDINATOR_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", kind: 'd', help: "on SIGTERM/SIGINT, requests in flight finish within this bound; then the process exits and recovery resolves what was left", def: d.ShutdownTimeout.String()},
 		{env: "COORDINATOR_FAULT", kind: 's', help: "TEST ONLY: kill the process (SIGKILL) when a transaction reaches this step: after_sql_work, after_prepare, after_kafka_flush, after_log_prepared, after_endtxn, after_commit_prepared, before_final_log"},
 		{env: envLogLevel, flag: "log-level", kind: 's', help: "debug, info, warn or error", def: "info"},
+		{env: "COORDINATOR_TOKENS", kind: 's', help: `API bearer tokens: "name:role[,role]:token" entries separated by ";"; roles submit, read, admin; none: no authentication`},
+		{env: "COORDINATOR_ALLOW_INSECURE", kind: 's', help: "true: serve a non-loopback COORDINATOR_LISTEN without tokens (refused otherwise)", def: "false"},
+		{env: "COORDINATOR_STATEMENTS", kind: 's', help: `allowlist of named SQL statements, a JSON object {"name": "SQL", ...}; when set, requests refer to statements by "name" and SQL text is refused`},
+		{env: "COORDINATOR_TOPICS", kind: 's', help: `allowlist of topics, comma-separated ("prefix*" matches a prefix); when set, records to other topics are refused`},
+		{env: "KAFKA_TLS", kind: 's', help: "true: connect to Kafka with TLS", def: "false"},
+		{env: "KAFKA_TLS_CA_FILE", kind: 's', help: "PEM file of the CAs of the brokers' certificates", def: "the system's roots"},
+		{env: "KAFKA_TLS_CERT_FILE", kind: 's', help: "PEM client certificate for Kafka (mutual TLS), with KAFKA_TLS_KEY_FILE"},
+		{env: "KAFKA_TLS_KEY_FILE", kind: 's', help: "PEM private key of KAFKA_TLS_CERT_FILE"},
+		{env: "KAFKA_TLS_INSECURE_SKIP_VERIFY", kind: 's', help: "true: do not verify the brokers' certificates (tests only)", def: "false"},
+		{env: "KAFKA_SASL_MECHANISM", kind: 's', help: "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty: no SASL"},
+		{env: "KAFKA_SASL_USER", kind: 's', help: "Kafka SASL user"},
+		{env: "KAFKA_SASL_PASSWORD", kind: 's', help: "Kafka SASL password (never logged)"},
 	}
 }()
 
@@ -198,5 +216,59 @@ func describeConfig(cfg service.Config) []any {
 		"gid_prefix", cfg.GIDPrefix,
 		"transactional_id_prefix", cfg.TxnIDPrefix,
 		"max_timeout", cfg.MaxTimeout.String(),
+		"shutdown_timeout", cfg.ShutdownTimeout.String(),
+		"tokens", tokenNames(cfg),
+		"statements", slices.Sorted(maps.Keys(cfg.Statements)),
+		"topics", cfg.Topics,
+		"kafka_tls", cfg.KafkaTLS.Enabled,
+		"kafka_sasl_mechanism", cfg.KafkaSASL.Mechanism,
 	}
+}
+
+// tokenNames lists the API tokens as name:roles (never the secrets); "(none: no
+// authentication)" without tokens.
+func tokenNames(cfg service.Config) []string {
+	if len(cfg.Tokens) == 0 {
+		return []string{"(none: no authentication)"}
+	}
+	names := make([]string, len(cfg.Tokens))
+	for i, t := range cfg.Tokens {
+		names[i] = t.String()
+	}
+	return names
+}
+
+// withConfigFile puts the YAML file that COORDINATOR_CONFIG (or -config) names under env:
+// flags > environment > file > defaults. The file may set every setting but itself. blame
+// adds to an error about the settings which of the variables it names the file set.
+func withConfigFile(env func(string) string) (layered func(string) string, blame func(error) error, err error) {
+	blame = func(err error) error { return err }
+	path := env(envConfig)
+	if path == "" {
+		return env, blame, nil
+	}
+	var known []string
+	for _, s := range settings {
+		if s.env != envConfig {
+			known = append(known, s.env)
+		}
+	}
+	file, err := service.ReadFile(path, known)
+	if err != nil {
+		return nil, nil, err
+	}
+	blame = func(err error) error {
+		var keys []string
+		for _, key := range slices.Sorted(maps.Keys(file)) {
+			// Whole words: KAFKA_TLS is not KAFKA_TLS_CA_FILE.
+			if env(key) == "" && regexp.MustCompile(`\b`+key+`\b`).MatchString(err.Error()) {
+				keys = append(keys, service.FileKey(key))
+			}
+		}
+		if len(keys) == 0 {
+			return err
+		}
+		return fmt.Errorf("%w (set in %s as %s)", err, path, strings.Join(keys, ", "))
+	}
+	return service.Layer(env, file), blame, nil
 }

@@ -14,7 +14,7 @@ import (
 var serveFlags = []string{
 	"listen", "database-url", "kafka-brokers", "instance", "gid-prefix",
 	"kafka-transactional-id-prefix", "pool-size", "kafka-transaction-timeout",
-	"default-timeout", "max-timeout", "log-level",
+	"default-timeout", "max-timeout", "log-level", "config", "shutdown-timeout",
 }
 
 // serveCommand runs the coordinator until ctx is done (SIGINT/SIGTERM), then shuts down
@@ -24,7 +24,7 @@ func serveCommand(ctx context.Context, args []string, stderr io.Writer, getenv f
 	defineFlags(fs, serveFlags...)
 	help, err := parseFlags(fs, args)
 	if help {
-		fmt.Fprintln(stderr, "\nA flag overrides its environment variable; `coordinator help` lists them all.")
+		fmt.Fprintln(stderr, "\nA flag overrides its environment variable, which overrides the -config file; `coordinator help` lists them all.")
 		fmt.Fprintln(stderr, "Prefer DATABASE_URL to -database-url: a password on the command line is visible to other users.")
 		return exitOK
 	}
@@ -34,7 +34,7 @@ func serveCommand(ctx context.Context, args []string, stderr io.Writer, getenv f
 	if fs.NArg() > 0 {
 		return fail(stderr, usagef("serve takes no arguments, got %q", fs.Args()))
 	}
-	if getenv("DATABASE_URL") == "" && fs.NFlag() == 0 {
+	if getenv("DATABASE_URL") == "" && getenv(envConfig) == "" && fs.NFlag() == 0 {
 		fmt.Fprint(stderr, `coordinator: nothing is configured: DATABASE_URL is not set.
 
 Set DATABASE_URL (PostgreSQL with max_prepared_transactions > 0) and, for Kafka, KAFKA_BROKERS,
@@ -46,7 +46,10 @@ PostgreSQL and an in-process Kafka and prints a request to send.
 		return exitUsage
 	}
 
-	env := overlay(fs, getenv)
+	env, blame, err := withConfigFile(overlay(fs, getenv))
+	if err != nil {
+		return fail(stderr, err)
+	}
 	level, err := logLevel(env)
 	if err != nil {
 		return fail(stderr, err)
@@ -55,10 +58,10 @@ PostgreSQL and an in-process Kafka and prints a request to send.
 
 	cfg, err := service.Load(env)
 	if err != nil {
-		return fail(stderr, err)
+		return fail(stderr, blame(err))
 	}
 	if err := cfg.Validate(); err != nil {
-		return fail(stderr, err)
+		return fail(stderr, blame(err))
 	}
 	logger.Info("coordinator starting", append([]any{"version", version()}, describeConfig(cfg)...)...)
 
