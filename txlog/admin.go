@@ -78,50 +78,6 @@ func (l *Log) GetGID(ctx context.Context, gid string) (*coord.Transaction, error
 	return t, nil
 }
 
-// ListOlder is List with an age filter: only rows whose last state change (updated_at) is at
-// least olderThan ago, by database time. olderThan 0 is List.
-func (l *Log) ListOlder(ctx context.Context, state coord.State, olderThan time.Duration, limit int, after string) (Page, error) {
-	if olderThan <= 0 {
-		return l.List(ctx, state, limit, after)
-	}
-	var afterAt *time.Time
-	var afterGID string
-	if after != "" {
-		at, gid, err := decodeCursor(after)
-		if err != nil {
-			return Page{}, err
-		}
-		afterAt, afterGID = &at, gid
-	}
-	rows, err := l.pool.Query(ctx, `SELECT `+columns+` FROM coordinator_transactions
-WHERE ($1 = '' OR state = $1)
-  AND ($2::timestamptz IS NULL OR (created_at, gid) < ($2, $3))
-  AND updated_at <= now() - $5::interval
-ORDER BY created_at DESC, gid DESC
-LIMIT $4`, string(state), afterAt, afterGID, limit+1, olderThan.String())
-	if err != nil {
-		return Page{}, fmt.Errorf("txlog: list: %w", err)
-	}
-	defer rows.Close()
-	var p Page
-	for rows.Next() {
-		t, err := scan(rows)
-		if err != nil {
-			return Page{}, fmt.Errorf("txlog: list: %w", err)
-		}
-		p.Transactions = append(p.Transactions, t)
-	}
-	if err := rows.Err(); err != nil {
-		return Page{}, fmt.Errorf("txlog: list: %w", err)
-	}
-	if len(p.Transactions) > limit {
-		p.Transactions = p.Transactions[:limit]
-		last := p.Transactions[limit-1]
-		p.Next = encodeCursor(last.CreatedAt, last.GID)
-	}
-	return p, nil
-}
-
 // EncodeCursor and DecodeCursor are the listing's opaque page cursor, (time, key), for views
 // built outside this package (the in-doubt view).
 func EncodeCursor(at time.Time, key string) string { return encodeCursor(at, key) }

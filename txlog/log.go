@@ -243,6 +243,12 @@ type Page struct {
 // List returns transactions, newest first, optionally of one state. after is the cursor of the
 // previous page ("" for the first).
 func (l *Log) List(ctx context.Context, state coord.State, limit int, after string) (Page, error) {
+	return l.ListOlder(ctx, state, 0, limit, after)
+}
+
+// ListOlder is List with an age filter: only rows whose last state change (updated_at) is at
+// least olderThan ago, by database time (0: no filter).
+func (l *Log) ListOlder(ctx context.Context, state coord.State, olderThan time.Duration, limit int, after string) (Page, error) {
 	var afterAt *time.Time
 	var afterGID string
 	if after != "" {
@@ -255,8 +261,9 @@ func (l *Log) List(ctx context.Context, state coord.State, limit int, after stri
 	rows, err := l.pool.Query(ctx, `SELECT `+columns+` FROM coordinator_transactions
 WHERE ($1 = '' OR state = $1)
   AND ($2::timestamptz IS NULL OR (created_at, gid) < ($2, $3))
+  AND ($5::interval = '0'::interval OR updated_at <= now() - $5::interval)
 ORDER BY created_at DESC, gid DESC
-LIMIT $4`, string(state), afterAt, afterGID, limit+1)
+LIMIT $4`, string(state), afterAt, afterGID, limit+1, olderThan.String())
 	if err != nil {
 		return Page{}, fmt.Errorf("txlog: list: %w", err)
 	}
