@@ -68,14 +68,7 @@ FROM coordinator_transactions WHERE state = ANY($1) ORDER BY created_at, gid`, i
 
 // GetGID returns the transaction with the global id.
 func (l *Log) GetGID(ctx context.Context, gid string) (*coord.Transaction, error) {
-	t, err := scan(l.pool.QueryRow(ctx, `SELECT `+columns+` FROM coordinator_transactions WHERE gid = $1`, gid))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %q", coord.ErrNotFound, gid)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("txlog: get %s: %w", gid, err)
-	}
-	return t, nil
+	return l.getBy(ctx, "gid", gid)
 }
 
 // EncodeCursor and DecodeCursor are the listing's opaque page cursor, (time, key), for views

@@ -207,12 +207,17 @@ SELECT updated_at, prepared_at, finished_at FROM upd`,
 
 // Get returns the transaction with the request id.
 func (l *Log) Get(ctx context.Context, id string) (*coord.Transaction, error) {
-	t, err := scan(l.pool.QueryRow(ctx, `SELECT `+columns+` FROM coordinator_transactions WHERE request_id = $1`, id))
+	return l.getBy(ctx, "request_id", id)
+}
+
+// getBy reads one transaction by a unique column (gid or request_id).
+func (l *Log) getBy(ctx context.Context, column, value string) (*coord.Transaction, error) {
+	t, err := scan(l.pool.QueryRow(ctx, `SELECT `+columns+` FROM coordinator_transactions WHERE `+column+` = $1`, value))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %q", coord.ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %q", coord.ErrNotFound, value)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("txlog: get %q: %w", id, err)
+		return nil, fmt.Errorf("txlog: get %s %q: %w", column, value, err)
 	}
 	return t, nil
 }
