@@ -248,6 +248,9 @@ func (l *Loop) resolveDue(ctx context.Context, instance string, st *Stats) error
 				defer wg.Done()
 				defer func() { <-sem }()
 				err := l.resolve(ctx, t, instance == l.cfg.Instance)
+				if errors.Is(err, errMovedOn) {
+					return
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {

@@ -11,6 +11,10 @@ import (
 	"github.com/kpgtx/coordinator/kafkatxn"
 )
 
+// errMovedOn: the transaction left the state a pass read (its request finished, another pass
+// or an operator resolved it); nothing is left to do.
+var errMovedOn = errors.New("transaction moved on")
+
 // resolveTimeout bounds one attempt at one transaction.
 const resolveTimeout = 30 * time.Second
 
@@ -27,6 +31,18 @@ func (l *Loop) resolveWith(ctx context.Context, t *coord.Transaction, own bool,
 	reword func(coord.State, *coord.ErrorDetail) *coord.ErrorDetail) error {
 	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
+	// The caller checked that no request of this process runs the transaction; the row read
+	// before that check may be stale: a request that finished in between has logged its final
+	// state and released its transactional id, and acting on the stale Kafka ids (EndTxn by an
+	// old epoch) would touch an id that serves another transaction now (I1). Re-read it.
+	fresh, err := l.log.GetGID(rctx, t.GID)
+	if err != nil {
+		return err
+	}
+	if fresh.State != t.State || fresh.State.Final() {
+		return errMovedOn
+	}
+	*t = *fresh
 	to, detail, err := l.decide(rctx, t)
 	if err == nil {
 		if reword != nil {

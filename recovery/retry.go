@@ -143,6 +143,9 @@ func (l *Loop) resolveNow(ctx context.Context, t *coord.Transaction, guard func(
 		}
 	}
 	rerr := l.resolveWith(ctx, t, own, reword)
+	if errors.Is(rerr, errMovedOn) {
+		rerr = nil // resolved meanwhile by its request or someone else: report what it is now
+	}
 	cur, err := l.log.GetGID(ctx, t.GID)
 	if err != nil {
 		return t, errors.Join(rerr, err)
