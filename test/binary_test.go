@@ -482,3 +482,27 @@ func TestBinaryDev(t *testing.T) {
 		t.Errorf("PostgreSQL of dev mode still listens on port %d", port)
 	}
 }
+
+// TestBinaryMigrateConfigFile: `coordinator migrate` takes DATABASE_URL from a -config file,
+// like serve.
+func TestBinaryMigrateConfigFile(t *testing.T) {
+	t.Parallel()
+	dsn := needEnv(t, "DATABASE_URL")
+	schema := "m" + randHex(5)
+	pool := createSchema(t, dsn, schema)
+	file := filepath.Join(t.TempDir(), "coordinator.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf("database_url: %q\n", dsnWithSchema(t, dsn, schema))), 0o600))
+
+	count := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name LIKE 'coordinator_%'`, schema).Scan(&n))
+		return n
+	}
+	code, _, stderr := runCoordinator(t, coordinatorEnv(), "migrate", "-config", file, "up")
+	require.Equal(t, 0, code, stderr)
+	assert.Positive(t, count(), "the log's tables exist")
+	code, _, stderr = runCoordinator(t, coordinatorEnv(), "migrate", "-config", file, "down")
+	require.Equal(t, 0, code, stderr)
+	assert.Zero(t, count())
+}

@@ -15,7 +15,7 @@ import (
 // transactions, since recovery needs them, unless -force is given.
 func migrateCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := newFlagSet("migrate", "migrate [flags] up|down", stderr)
-	defineFlags(fs, "database-url")
+	defineFlags(fs, "database-url", "config")
 	force := fs.Bool("force", false, "down: drop the log even when it holds unfinished (in-doubt or heuristic) transactions")
 	help, err := parseFlags(fs, args)
 	if help {
@@ -41,9 +41,14 @@ func migrateCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		return fail(stderr, usagef("migrate: unknown direction %q; usage: coordinator migrate [-database-url URL] [-force] up|down", direction))
 	}
-	dsn := overlay(fs, getenv)("DATABASE_URL")
+	// The same precedence as serve: flags, then the environment, then the -config file.
+	env, _, err := withConfigFile(overlay(fs, getenv))
+	if err != nil {
+		return fail(stderr, err)
+	}
+	dsn := env("DATABASE_URL")
 	if dsn == "" {
-		return fail(stderr, usagef("migrate: DATABASE_URL is not set (nor -database-url): nothing to migrate"))
+		return fail(stderr, usagef("migrate: DATABASE_URL is not set (nor -database-url, nor in the -config file): nothing to migrate"))
 	}
 	if err := migrate(ctx, dsn, direction, *force); err != nil {
 		return fail(stderr, startupError(ctx, err))
