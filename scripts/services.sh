@@ -370,6 +370,8 @@ EOF
     <Logger name="kafka.Kafka" level="INFO"/>
     <Logger name="kafka.server.KafkaRaftServer" level="INFO"/>
     <Logger name="kafka.server.BrokerServer" level="INFO"/>
+    <!-- Says when the broker skips transaction markers (see docs/decisions.md). -->
+    <Logger name="kafka.coordinator.transaction.TransactionMarkerChannelManager" level="INFO"/>
   </Loggers>
 </Configuration>
 EOF

@@ -496,7 +496,8 @@ func TestBinaryMigrateConfigFile(t *testing.T) {
 	count := func() int {
 		var n int
 		require.NoError(t, pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name LIKE 'coordinator_%'`, schema).Scan(&n))
+			`SELECT count(*) FROM information_schema.tables WHERE table_schema = $1
+			 AND table_name IN ('coordinator_transactions', 'coordinator_events', 'coordinator_instances')`, schema).Scan(&n))
 		return n
 	}
 	code, _, stderr := runCoordinator(t, coordinatorEnv(), "migrate", "-config", file, "up")

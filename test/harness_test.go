@@ -62,6 +62,9 @@ type env struct {
 	topic   string
 	prefix  string
 	cfg     service.Config
+	// markerLoss, when set, says why the broker may have lost a request's transaction markers
+	// ("" when it did not): see checkRecords.
+	markerLoss func(id string) string
 }
 
 type envOpts struct {
