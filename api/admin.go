@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -79,22 +80,23 @@ func (s *Server) lookup(r *http.Request) (*coord.Transaction, error) {
 
 // retryTransaction runs the recovery rules for one transaction now and returns it.
 func (s *Server) retryTransaction(w http.ResponseWriter, r *http.Request) error {
-	req, err := s.decodeAdmin(w, r, false)
-	if err != nil {
-		return err
-	}
-	t, err := s.lookup(r)
-	if err != nil {
-		return err
-	}
-	before := t.State
-	t, err = s.recovery.Resolve(r.Context(), t.GID)
-	return s.finishAdmin(w, r, txlog.AdminAction{Action: "retry", Reason: req.Reason, Previous: before}, t, err)
+	return s.adminAct(w, r, "retry", func(ctx context.Context, gid, _ string) (*coord.Transaction, error) {
+		return s.recovery.Resolve(ctx, gid)
+	})
 }
 
 // abortTransaction aborts one transaction where that cannot break atomicity (recovery.Abort);
 // elsewhere it answers 409 saying why.
 func (s *Server) abortTransaction(w http.ResponseWriter, r *http.Request) error {
+	return s.adminAct(w, r, "abort", func(ctx context.Context, gid, reason string) (*coord.Transaction, error) {
+		return s.recovery.Abort(ctx, gid, who(r), reason)
+	})
+}
+
+// adminAct is the shape of retry and abort: read the optional reason, find the transaction,
+// act on it, record the action.
+func (s *Server) adminAct(w http.ResponseWriter, r *http.Request, action string,
+	act func(ctx context.Context, gid, reason string) (*coord.Transaction, error)) error {
 	req, err := s.decodeAdmin(w, r, false)
 	if err != nil {
 		return err
@@ -104,8 +106,8 @@ func (s *Server) abortTransaction(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	before := t.State
-	t, err = s.recovery.Abort(r.Context(), t.GID, who(r), req.Reason)
-	return s.finishAdmin(w, r, txlog.AdminAction{Action: "abort", Reason: req.Reason, Previous: before}, t, err)
+	t, err = act(r.Context(), t.GID, req.Reason)
+	return s.finishAdmin(w, r, txlog.AdminAction{Action: action, Reason: req.Reason, Previous: before}, t, err)
 }
 
 // resolveTransaction records an operator's decision on a heuristic transaction; the reason is

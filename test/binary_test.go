@@ -222,27 +222,7 @@ func waitHealthy(t *testing.T, p *proc, base string, timeout time.Duration) {
 // call sends a request with a JSON body (if any) and decodes a JSON answer.
 func call(t *testing.T, method, u, body string) response {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, u, rd)
-	require.NoError(t, err)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	client := &http.Client{Timeout: 30 * time.Second}
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	r := response{Status: resp.StatusCode, Raw: raw}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		require.NoError(t, dec.Decode(&r.Body), "body: %s", raw)
-	}
+	r, _ := sendAs(t, "", method, u, body)
 	return r
 }
 
