@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/kpgtx/coordinator/sqlpolicy"
 )
 
 // Allowlists (Limits.Statements, Limits.Topics). When an operator configures named statements,
@@ -23,8 +25,8 @@ func CheckAllowedStatement(name, text string) error {
 	if strings.TrimSpace(text) == "" {
 		return fmt.Errorf("statement %q: empty SQL", name)
 	}
-	if kw := transactionControl(text); kw != "" {
-		return fmt.Errorf("statement %q: %s is not allowed: the coordinator controls the transaction", name, kw)
+	if err := sqlpolicy.Check(text, sqlpolicy.Options{}); err != nil {
+		return fmt.Errorf("statement %q: %w", name, err)
 	}
 	return nil
 }

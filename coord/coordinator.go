@@ -452,6 +452,14 @@ func (c *Coordinator) abort(w *work, cause error) (*Transaction, error) {
 		f.Unavailable = false // something may be left prepared: not "safe to retry" (503)
 	}
 	w.t.SQL = nil
+	if errors.Is(cause, ErrConfinementBreach) {
+		// I13's second line of defence fired: what the client statement did before it left the
+		// transaction may be committed on that database while everything else was rolled back.
+		// Not an abort anyone may rely on: heuristic, with the evidence, for an operator.
+		f.Unavailable = false
+		c.cfg.Observer.ObserveConfinementBreach()
+		return c.finishWith(ctx, w, StateHeuristic, f, true)
+	}
 	return c.finishWith(ctx, w, StateAborted, f, true)
 }
 

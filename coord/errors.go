@@ -124,4 +124,8 @@ var (
 	// ErrHeuristic: a prepared SQL transaction ended the other way than the decision, by
 	// someone else's hand (found through the marker row, I4).
 	ErrHeuristic = errors.New("participant resolved against the decision")
+	// ErrConfinementBreach: a client statement ended or left the participant's transaction
+	// (I13's second line of defence fired). What it did before may be committed on that
+	// database, so the outcome is heuristic, for an operator, with the evidence.
+	ErrConfinementBreach = errors.New("a client statement left the coordinator's transaction")
 )

@@ -64,6 +64,9 @@ type Observer interface {
 	// for an outcome left to recovery (202), the state the row was left in. class is the
 	// error's class, ClassNone without one.
 	ObserveOutcome(s State, class Class)
+	// ObserveConfinementBreach reports that a client statement left the coordinator's
+	// transaction (ErrConfinementBreach): an alert, since the first line of defence missed it.
+	ObserveConfinementBreach()
 }
 
 // nopObserver is the default Observer: it drops everything.
@@ -71,6 +74,7 @@ type nopObserver struct{}
 
 func (nopObserver) ObservePhase(Phase, time.Duration) {}
 func (nopObserver) ObserveOutcome(State, Class)       {}
+func (nopObserver) ObserveConfinementBreach()         {}
 
 // observeSince reports the time since start for phase p; use as
 // defer c.observeSince(PhaseX, time.Now()).

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kpgtx/coordinator/sqlpolicy"
 )
 
 // Request is one atomic write: SQL statements and Kafka records that commit together or not at all.
@@ -50,6 +52,9 @@ type Limits struct {
 	Statements map[string]string
 	// Topics, when not empty, lists the topics records may go to ("prefix*" matches a prefix).
 	Topics []string
+	// ConfinedSQL: client statements run as a configured role (sqltxn), so statements that
+	// could leave it through dynamic SQL (DO, CALL) are refused too.
+	ConfinedSQL bool
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
@@ -87,8 +92,11 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 		if strings.TrimSpace(s.Statement) == "" {
 			return invalid(field+".statement", "must not be empty")
 		}
-		if kw := transactionControl(s.Statement); kw != "" {
-			return invalid(field+".statement", kw+" is not allowed: the coordinator controls the transaction")
+		// I13: nothing a client sends can end, prepare or split the transaction it runs in,
+		// outlive it as session state, or reach the coordinator's own tables. PostgreSQL's own
+		// grammar decides (sqlpolicy); sqltxn keeps a protocol-level guard behind it.
+		if err := sqlpolicy.Check(s.Statement, sqlpolicy.Options{Confined: l.ConfinedSQL}); err != nil {
+			return invalid(field+".statement", err.Error())
 		}
 		for j, a := range s.Args {
 			if !isScalar(a) {
@@ -109,60 +117,6 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 		}
 	}
 	return nil
-}
-
-// transactionControl returns the leading keyword of a statement that would end or split the
-// coordinator's transaction. (Several statements in one string are refused by PostgreSQL
-// itself: statements run through the extended protocol.)
-func transactionControl(stmt string) string {
-	fields := strings.Fields(strings.TrimLeft(stripLeadingComments(stmt), "( \t\r\n"))
-	if len(fields) == 0 {
-		return ""
-	}
-	switch kw := strings.ToUpper(strings.TrimRight(fields[0], ";")); kw {
-	case "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "PREPARE", "SAVEPOINT", "RELEASE":
-		return kw
-	}
-	return ""
-}
-
-// stripLeadingComments removes the -- and /* */ comments (and white space) before the first
-// token, which PostgreSQL ignores: "/* x */ COMMIT" is a COMMIT.
-func stripLeadingComments(s string) string {
-	for {
-		s = strings.TrimLeft(s, " \t\r\n(")
-		switch {
-		case strings.HasPrefix(s, "--"):
-			i := strings.IndexByte(s, '\n')
-			if i < 0 {
-				return ""
-			}
-			s = s[i+1:]
-		case strings.HasPrefix(s, "/*"):
-			// Block comments nest in PostgreSQL.
-			depth, i := 0, 0
-			for i < len(s) {
-				if strings.HasPrefix(s[i:], "/*") {
-					depth++
-					i += 2
-				} else if strings.HasPrefix(s[i:], "*/") {
-					depth--
-					i += 2
-					if depth == 0 {
-						break
-					}
-				} else {
-					i++
-				}
-			}
-			if depth != 0 {
-				return ""
-			}
-			s = s[i:]
-		default:
-			return s
-		}
-	}
 }
 
 func isScalar(v any) bool {

@@ -59,7 +59,7 @@ func TestValidateValid(t *testing.T) {
 			stmt("UPDATE t SET begin_at = now()"),
 			stmt("SELECT 'ROLLBACK'"),
 		}}},
-		{"identifier starting with a keyword", coord.Request{SQL: []coord.Statement{stmt("COMMITTED_ROWS")}}},
+		{"identifier starting with a keyword", coord.Request{SQL: []coord.Statement{stmt("SELECT committed_rows FROM t")}}},
 		{"partition 0", coord.Request{Kafka: []coord.Record{{Topic: "e", Partition: ptr(int32(0))}}}},
 		{"null key and value", coord.Request{Kafka: []coord.Record{{Topic: "e"}}}},
 		{"at the limits", coord.Request{

@@ -27,6 +27,7 @@ type Metrics struct {
 
 	phases   [coord.NumPhases]prometheus.Observer
 	outcomes *prometheus.CounterVec
+	breaches prometheus.Counter
 	outMu    sync.RWMutex
 	outCache map[outcomeKey]prometheus.Counter
 
@@ -83,6 +84,11 @@ func New() *Metrics {
 		m.outCache[k] = m.outcomes.WithLabelValues(string(k.state), string(k.class))
 	}
 
+	m.breaches = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "sql_confinement_breaches_total",
+		Help: "Client statements that ended or left the coordinator's transaction although validation accepted them (ALERT: each such transaction ends heuristic and needs an operator).",
+	})
+
 	logWrite := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: Namespace, Name: "log_write_duration_seconds",
 		Help:    "Duration of one coordinator-log state write as its writer waited for it (group-commit queueing included).",
@@ -114,7 +120,7 @@ func New() *Metrics {
 		Help: "HTTP requests being served.",
 	})
 
-	reg.MustRegister(phase, m.outcomes, logWrite, logBatchSize, logBatchTime,
+	reg.MustRegister(phase, m.outcomes, m.breaches, logWrite, logBatchSize, logBatchTime,
 		m.httpRequests, m.httpDuration, m.httpInFlight)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		Registry:            reg, // promhttp_metric_handler_errors_total
@@ -155,6 +161,9 @@ func (m *Metrics) ObserveOutcome(s coord.State, class coord.Class) {
 	}
 	c.Inc()
 }
+
+// ObserveConfinementBreach implements coord.Observer.
+func (m *Metrics) ObserveConfinementBreach() { m.breaches.Inc() }
 
 // ObserveLogWrite implements txlog.Observer.
 func (m *Metrics) ObserveLogWrite(d time.Duration) { m.logWrite.Observe(d.Seconds()) }

@@ -31,6 +31,9 @@ type Config struct {
 	MaxStatements   int           // COORDINATOR_MAX_STATEMENTS
 	MaxRecords      int           // COORDINATOR_MAX_RECORDS
 	MaxConns        int32         // COORDINATOR_DB_MAX_CONNS: per database pool
+	// StatementRole is the role client statements run as, per transaction
+	// (COORDINATOR_STATEMENT_ROLE); empty: the login's own role.
+	StatementRole string
 	// RecoveryInterval is the period of the recovery loop (COORDINATOR_RECOVERY_INTERVAL).
 	RecoveryInterval time.Duration
 	// InstanceLease: an instance silent for longer (and whose lock is free) is taken over
@@ -142,6 +145,7 @@ func Load(getenv func(string) string) (Config, error) {
 	duration("COORDINATOR_CLAIM_WAIT", &c.ClaimWait)
 	duration("COORDINATOR_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
 	str("COORDINATOR_FAULT", &c.Fault)
+	str("COORDINATOR_STATEMENT_ROLE", &c.StatementRole)
 	integer("COORDINATOR_MAX_STATEMENTS", &c.MaxStatements)
 	integer("COORDINATOR_MAX_RECORDS", &c.MaxRecords)
 	errs = append(errs, loadSecurity(&c, getenv)...)

@@ -300,6 +300,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("max_statements", c.MaxStatements),
 		slog.Int("max_records", c.MaxRecords),
 		slog.Int("db_max_conns", int(c.MaxConns)),
+		slog.String("statement_role", c.StatementRole),
 		slog.Duration("recovery_interval", c.RecoveryInterval),
 		slog.Duration("instance_lease", c.InstanceLease),
 		slog.Duration("claim_wait", c.ClaimWait),

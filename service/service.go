@@ -82,7 +82,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 	for name, dsn := range cfg.Databases {
 		dsns[name] = dsn
 	}
-	s.SQL, err = sqltxn.Open(ctx, dsns, cfg.MaxConns, logger)
+	s.SQL, err = sqltxn.Open(ctx, dsns, sqltxn.Options{MaxConns: cfg.MaxConns, StatementRole: cfg.StatementRole, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 	s.Coord = coord.New(coord.Config{
 		Instance:       cfg.Instance,
 		GIDPrefix:      cfg.GIDPrefix,
-		Limits:         coord.Limits{MaxStatements: cfg.MaxStatements, MaxRecords: cfg.MaxRecords, MaxTimeout: cfg.MaxTimeout, Statements: cfg.Statements, Topics: cfg.Topics},
+		Limits:         coord.Limits{MaxStatements: cfg.MaxStatements, MaxRecords: cfg.MaxRecords, MaxTimeout: cfg.MaxTimeout, Statements: cfg.Statements, Topics: cfg.Topics, ConfinedSQL: cfg.StatementRole != ""},
 		DefaultTimeout: cfg.DefaultTimeout,
 		Logger:         logger,
 		Fault:          faultHook(cfg.Fault, logger),

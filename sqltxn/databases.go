@@ -15,8 +15,28 @@ import (
 
 // Databases is the SQL participant: one connection pool per named database.
 type Databases struct {
-	pools  map[string]*pgxpool.Pool
+	dbs    map[string]*database
+	role   string
 	logger *slog.Logger
+}
+
+// database is one configured database.
+type database struct {
+	pool *pgxpool.Pool
+	// markers is the marker table, schema-qualified: a client statement's SET LOCAL
+	// search_path must not send the coordinator's marker row elsewhere.
+	markers string
+}
+
+// Options tune Open.
+type Options struct {
+	// MaxConns bounds each database's pool (0: pgxpool's default).
+	MaxConns int32
+	// StatementRole, when set, is the role client statements run as (SET LOCAL ROLE, per
+	// transaction). The coordinator's login must be a member of it; it needs no rights on the
+	// coordinator's tables. The marker row is written with the login's own role.
+	StatementRole string
+	Logger        *slog.Logger
 }
 
 var _ coord.SQL = (*Databases)(nil)
@@ -30,21 +50,68 @@ const markerDDL = `CREATE TABLE IF NOT EXISTS coordinator_markers (
 )`
 
 // Open connects to every database (name → DSN), refuses a server whose
-// max_prepared_transactions is 0, and creates the marker table where missing.
-func Open(ctx context.Context, dsns map[string]string, maxConns int32, logger *slog.Logger) (*Databases, error) {
-	if logger == nil {
-		logger = slog.Default()
+// max_prepared_transactions is 0, creates the marker table where missing, and checks that the
+// statement role, if any, can be taken.
+func Open(ctx context.Context, dsns map[string]string, o Options) (*Databases, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
-	d := &Databases{pools: map[string]*pgxpool.Pool{}, logger: logger}
+	d := &Databases{dbs: map[string]*database{}, role: o.StatementRole, logger: o.Logger}
 	for name, dsn := range dsns {
-		pool, err := openPool(ctx, name, dsn, maxConns)
+		db, err := openDatabase(ctx, name, dsn, o)
 		if err != nil {
 			d.Close()
 			return nil, err
 		}
-		d.pools[name] = pool
+		d.dbs[name] = db
 	}
 	return d, nil
+}
+
+func openDatabase(ctx context.Context, name, dsn string, o Options) (*database, error) {
+	pool, err := openPool(ctx, name, dsn, o.MaxConns)
+	if err != nil {
+		return nil, err
+	}
+	db := &database{pool: pool}
+	var schema *string
+	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil || schema == nil {
+		pool.Close()
+		return nil, fmt.Errorf("database %q: no current schema for the marker table (check search_path): %v", name, err)
+	}
+	db.markers = pgx.Identifier{*schema, "coordinator_markers"}.Sanitize()
+	if o.StatementRole != "" {
+		if err := checkRole(ctx, pool, o.StatementRole, db.markers); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("database %q: %w", name, err)
+		}
+	}
+	return db, nil
+}
+
+// checkRole takes the statement role once, in a transaction that is rolled back, and refuses a
+// role that could reach the marker table.
+func checkRole(ctx context.Context, pool *pgxpool.Pool, role, markers string) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_catalog.set_config('role', $1, true)", role); err != nil {
+		return fmt.Errorf("%w %q: the coordinator's login must be a member of it (GRANT %s TO <login>): %v",
+			ErrStatementRole, role, pgx.Identifier{role}.Sanitize(), err)
+	}
+	var super, canWrite bool
+	err = tx.QueryRow(ctx, `SELECT rolsuper, has_table_privilege(current_user, $1, 'INSERT,UPDATE,DELETE')
+FROM pg_catalog.pg_roles WHERE rolname = current_user`, markers).Scan(&super, &canWrite)
+	if err != nil {
+		return fmt.Errorf("%w %q: %v", ErrStatementRole, role, err)
+	}
+	if super || canWrite {
+		return fmt.Errorf("%w %q: it must not be a superuser nor write the coordinator's tables (REVOKE ALL ON coordinator_markers FROM %s)",
+			ErrStatementRole, role, pgx.Identifier{role}.Sanitize())
+	}
+	return nil
 }
 
 func openPool(ctx context.Context, name, dsn string, maxConns int32) (*pgxpool.Pool, error) {
@@ -94,21 +161,29 @@ func CheckPrepared(ctx context.Context, q Querier) error {
 }
 
 // Has reports whether the database is configured.
-func (d *Databases) Has(name string) bool { _, ok := d.pools[name]; return ok }
+func (d *Databases) Has(name string) bool { _, ok := d.dbs[name]; return ok }
 
 // Pool returns the named database's pool.
 func (d *Databases) Pool(name string) (*pgxpool.Pool, error) {
-	p, ok := d.pools[name]
+	db, err := d.db(name)
+	if err != nil {
+		return nil, err
+	}
+	return db.pool, nil
+}
+
+func (d *Databases) db(name string) (*database, error) {
+	db, ok := d.dbs[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownDatabase, name)
 	}
-	return p, nil
+	return db, nil
 }
 
 // Close closes every pool.
 func (d *Databases) Close() {
-	for _, p := range d.pools {
-		p.Close()
+	for _, db := range d.dbs {
+		db.pool.Close()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,6 +19,9 @@ var (
 	ErrNoPreparedTransactions = errors.New("max_prepared_transactions is 0")
 	// ErrUnknownDatabase: a statement names a database that is not configured.
 	ErrUnknownDatabase = errors.New("unknown database")
+	// ErrStatementRole: the configured statement role cannot be taken, or could reach the
+	// coordinator's tables. Refused at startup.
+	ErrStatementRole = errors.New("statement role")
 )
 
 // SQLSTATEs the package acts on.
@@ -34,6 +38,11 @@ func classify(database string, err error) *coord.Failure {
 	f := &coord.Failure{Participant: coord.ParticipantSQL + ":" + database, Class: coord.ClassAbortable, Err: err}
 	var pe *pgconn.PgError
 	switch {
+	case errors.Is(err, coord.ErrConfinementBreach):
+		f.Class = coord.ClassInternal
+		if errors.As(err, &pe) {
+			f.SQLState = pe.Code
+		}
 	case errors.As(err, &pe):
 		f.SQLState = pe.Code
 		class := pe.Code
@@ -64,6 +73,13 @@ func isConnError(err error) bool {
 	var ce *pgconn.ConnectError
 	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
 		pgconn.SafeToRetry(err)
+}
+
+// isGuardFailure: the guard after a client statement found the connection outside the
+// coordinator's transaction (run.go).
+func isGuardFailure(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == sqlstateUndefinedObject && strings.Contains(pe.Message, guardLeft)
 }
 
 func sqlstate(err error) string {

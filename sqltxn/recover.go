@@ -11,8 +11,8 @@ import (
 
 // Names lists the configured databases.
 func (d *Databases) Names() []string {
-	names := make([]string, 0, len(d.pools))
-	for n := range d.pools {
+	names := make([]string, 0, len(d.dbs))
+	for n := range d.dbs {
 		names = append(names, n)
 	}
 	return names
@@ -45,11 +45,11 @@ WHERE database = current_database() AND starts_with(gid, $1) AND gid LIKE $2`,
 
 // OldMarkers lists marker gids older than age (database time), at most limit.
 func (d *Databases) OldMarkers(ctx context.Context, database string, age time.Duration, limit int) ([]string, error) {
-	pool, err := d.Pool(database)
+	db, err := d.db(database)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := pool.Query(ctx, `SELECT gid FROM coordinator_markers WHERE created_at < now() - $1::interval
+	rows, err := db.pool.Query(ctx, `SELECT gid FROM `+db.markers+` WHERE created_at < now() - $1::interval
 ORDER BY created_at LIMIT $2`, age.String(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("database %q: list markers: %w", database, err)

@@ -3,39 +3,66 @@ package sqltxn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kpgtx/coordinator/coord"
 )
 
 // Run executes one database's part of a global transaction in a single round trip: BEGIN, the
-// statements, the marker row, then PREPARE TRANSACTION (or COMMIT for one phase), pipelined in
-// one batch. After a failing statement PostgreSQL skips the rest of the batch, so nothing is
-// prepared or committed; the connection's transaction is then rolled back.
+// statements, each followed by a guard, the marker row, then PREPARE TRANSACTION (or COMMIT for
+// one phase), pipelined in one batch. After a failing statement PostgreSQL skips the rest of the
+// batch, so nothing is prepared or committed; the connection's transaction is then rolled back.
+//
+// I13, second line of defence (the first is sqlpolicy, at validation): the transaction's own id
+// is stored in a transaction-local setting right after BEGIN, and the guard after every client
+// statement fails unless the connection is still inside that transaction (and, with a statement
+// role, still runs as that role). A statement that ended the transaction therefore makes the
+// guard fail before the marker row or PREPARE can run outside it: whatever that statement did is
+// reported as a confinement breach (coord.ErrConfinementBreach) with the evidence, and the
+// connection is discarded. Every connection is reset (DISCARD ALL) before it goes back to the
+// pool, so no session state a client statement left behind reaches the next request.
 func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Statement, gid string, onePhase bool, afterWork func()) ([]coord.SQLResult, error) {
-	pool, err := d.Pool(database)
+	db, err := d.db(database)
 	if err != nil {
 		return nil, classify(database, err)
 	}
 	if len(stmts) == 0 {
 		return nil, classify(database, errEmpty)
 	}
-	conn, err := pool.Acquire(ctx)
+	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return nil, classify(database, fmt.Errorf("acquire connection: %w", err))
 	}
-	defer conn.Release()
+	discard := false
+	defer func() { d.reset(ctx, conn, database, discard) }()
 
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	for _, s := range stmts {
-		b.Queue(s.Statement, args(s.Args)...)
+	if d.role != "" {
+		b.Queue(enterSQL+", pg_catalog.set_config('role', $1, true)", d.role)
+	} else {
+		b.Queue(enterSQL)
 	}
-	b.Queue("INSERT INTO coordinator_markers (gid) VALUES ($1)", gid)
+	for i, s := range stmts {
+		b.Queue(s.Statement, args(s.Args)...)
+		last := i == len(stmts)-1
+		switch {
+		case d.role != "" && last:
+			// The marker row is the coordinator's: back to the session's own role for it.
+			b.Queue(guardSQL(true)+", pg_catalog.set_config('role', 'none', true)", d.role)
+		case d.role != "":
+			b.Queue(guardSQL(true), d.role)
+		default:
+			b.Queue(guardSQL(false))
+		}
+	}
+	b.Queue("INSERT INTO "+db.markers+" (gid) VALUES ($1)", gid)
 	if onePhase {
 		b.Queue("COMMIT")
 	} else {
@@ -48,16 +75,63 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 		err = fmt.Errorf("%s: %w", phaseName(onePhase), cerr)
 	}
 	if err != nil {
+		if errors.Is(err, coord.ErrConfinementBreach) {
+			discard = true
+			d.logger.Error("a client statement left the coordinator's transaction; connection discarded",
+				"database", database, "gid", gid, "error", err)
+		}
 		// Whatever failed, the session must not keep an open (aborted) transaction.
 		if conn.Conn().IsClosed() {
-			d.terminate(ctx, pool, database, conn.Conn().PgConn().PID())
+			d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
 		} else if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+			discard = true
 			conn.Conn().Close(context.WithoutCancel(ctx))
-			d.terminate(ctx, pool, database, conn.Conn().PgConn().PID())
+			d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
 		}
 		return nil, classify(database, err)
 	}
 	return results, nil
+}
+
+// enterSQL runs right after BEGIN: it remembers the transaction's id in a transaction-local
+// setting, which the guards compare with the current transaction.
+const enterSQL = "SELECT pg_catalog.set_config('kpgtx.xid', pg_catalog.pg_current_xact_id()::text, true)"
+
+// guardLeft is the setting the guard reads when the connection left the transaction: reading
+// an unknown setting fails with SQLSTATE 42704 and this name in the message.
+const guardLeft = "kpgtx.client_statement_left_the_transaction"
+
+// guardSQL fails (42704, naming guardLeft) unless the connection is still inside the
+// transaction that enterSQL marked and, with a role ($1), still runs as that role.
+func guardSQL(role bool) string {
+	cond := "pg_catalog.current_setting('kpgtx.xid', true) = pg_catalog.pg_current_xact_id()::text"
+	if role {
+		cond += " AND current_user = $1"
+	}
+	return "SELECT pg_catalog.current_setting(CASE WHEN " + cond + " THEN 'kpgtx.xid' ELSE '" + guardLeft + "' END)"
+}
+
+// resetTimeout bounds the reset of a connection before it returns to the pool.
+const resetTimeout = 5 * time.Second
+
+// reset returns a connection to the pool after DISCARD ALL, off the request's path; a
+// connection that cannot be reset, or that a client statement broke out of, is closed instead.
+func (d *Databases) reset(ctx context.Context, conn *pgxpool.Conn, database string, discard bool) {
+	go func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resetTimeout)
+		defer cancel()
+		c := conn.Conn()
+		if !discard && !c.IsClosed() {
+			if _, err := c.Exec(rctx, "DISCARD ALL"); err != nil {
+				d.logger.Warn("could not reset a connection; closing it", "database", database, "error", err)
+				discard = true
+			}
+		}
+		if discard && !c.IsClosed() {
+			_ = c.Close(rctx)
+		}
+		conn.Release() // a closed connection is destroyed by the pool
+	}()
 }
 
 // terminate makes sure the server backend of a connection that was cut off (context canceled,
@@ -87,13 +161,23 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
 	results := make([]coord.SQLResult, len(stmts))
 	for i := range stmts {
-		res, err := readOne(br, database)
+		res, tag, err := readOne(br, database)
 		if err != nil {
 			return nil, fmt.Errorf("statement %d: %w", i, err)
 		}
 		results[i] = res
+		if _, err := br.Exec(); err != nil {
+			if isGuardFailure(err) {
+				return nil, fmt.Errorf("%w: statement %d (command tag %q) ended or left the transaction; "+
+					"what it did before that may be committed: %v", coord.ErrConfinementBreach, i, tag, err)
+			}
+			return nil, fmt.Errorf("after statement %d: %w", i, err)
+		}
 	}
 	if afterWork != nil {
 		afterWork()
@@ -107,10 +191,10 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 	return results, nil
 }
 
-func readOne(br pgx.BatchResults, database string) (coord.SQLResult, error) {
+func readOne(br pgx.BatchResults, database string) (coord.SQLResult, string, error) {
 	rows, err := br.Query()
 	if err != nil {
-		return coord.SQLResult{}, err
+		return coord.SQLResult{}, "", err
 	}
 	defer rows.Close()
 	res := coord.SQLResult{Database: database}
@@ -121,20 +205,21 @@ func readOne(br pgx.BatchResults, database string) (coord.SQLResult, error) {
 	for rows.Next() {
 		vals, err := rows.Values()
 		if err != nil {
-			return coord.SQLResult{}, err
+			return coord.SQLResult{}, "", err
 		}
 		row := make(map[string]any, len(fields))
 		for j, f := range fields {
-			row[f.Name] = vals[j]
+			row[f.Name] = jsonValue(vals[j])
 		}
 		res.Rows = append(res.Rows, row)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return coord.SQLResult{}, err
+		return coord.SQLResult{}, "", err
 	}
-	res.RowsAffected = rows.CommandTag().RowsAffected()
-	return res, nil
+	tag := rows.CommandTag()
+	res.RowsAffected = tag.RowsAffected()
+	return res, tag.String(), nil
 }
 
 // args turns JSON scalars into driver arguments. Numbers keep their text form so that the
@@ -165,10 +250,11 @@ func (d *Databases) RollbackPrepared(ctx context.Context, database, gid string) 
 }
 
 func (d *Databases) finishPrepared(ctx context.Context, database, gid string, commit bool) error {
-	pool, err := d.Pool(database)
+	db, err := d.db(database)
 	if err != nil {
 		return classify(database, err)
 	}
+	pool := db.pool
 	verb := "ROLLBACK PREPARED "
 	if commit {
 		verb = "COMMIT PREPARED "
@@ -183,7 +269,7 @@ func (d *Databases) finishPrepared(ctx context.Context, database, gid string, co
 	// The gid is gone: it was committed or rolled back earlier (by us before a crash, or by
 	// hand). The marker row, written inside that transaction, tells which.
 	var committed bool
-	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM coordinator_markers WHERE gid = $1)", gid).Scan(&committed); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+db.markers+" WHERE gid = $1)", gid).Scan(&committed); err != nil {
 		return classify(database, fmt.Errorf("read marker of %s: %w", gid, err))
 	}
 	if committed != commit {
@@ -199,10 +285,10 @@ func (d *Databases) finishPrepared(ctx context.Context, database, gid string, co
 // DeleteMarkers removes marker rows of transactions whose final state is durable in the log;
 // they are needed only while a gid may still be in doubt.
 func (d *Databases) DeleteMarkers(ctx context.Context, database string, gids []string) error {
-	pool, err := d.Pool(database)
+	db, err := d.db(database)
 	if err != nil {
 		return err
 	}
-	_, err = pool.Exec(ctx, "DELETE FROM coordinator_markers WHERE gid = ANY($1)", gids)
+	_, err = db.pool.Exec(ctx, "DELETE FROM "+db.markers+" WHERE gid = ANY($1)", gids)
 	return err
 }

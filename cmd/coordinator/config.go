@@ -52,6 +52,7 @@ var settings = func() []setting {
 		{env: "COORDINATOR_MAX_STATEMENTS", kind: 'i', help: "most SQL statements in one transaction", def: strconv.Itoa(d.MaxStatements)},
 		{env: "COORDINATOR_MAX_RECORDS", kind: 'i', help: "most Kafka records in one transaction", def: strconv.Itoa(d.MaxRecords)},
 		{env: "COORDINATOR_DB_MAX_CONNS", kind: 'i', help: "connections per database pool", def: strconv.Itoa(int(d.MaxConns))},
+		{env: "COORDINATOR_STATEMENT_ROLE", kind: 's', help: "role client statements run as (SET LOCAL ROLE per transaction), without rights on the coordinator's tables; DO and CALL are then refused", def: "the login's own role"},
 		{env: "COORDINATOR_RECOVERY_INTERVAL", kind: 'd', help: "period of the recovery loop (and of the instance heartbeat)", def: d.RecoveryInterval.String()},
 		{env: "COORDINATOR_INSTANCE_LEASE", kind: 'd', help: "an instance silent this long, whose lock is free, is taken over", def: d.InstanceLease.String()},
 		{env: "COORDINATOR_CLAIM_WAIT", kind: 'd', help: "how long startup waits for this instance's lock before refusing", def: d.ClaimWait.String()},

@@ -1,0 +1,185 @@
+package sqltxn
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// testDatabases opens the participant on a fresh schema of the real PostgreSQL (DATABASE_URL),
+// with one connection, so that every Run reuses the same session unless it was discarded.
+func testDatabases(t *testing.T, o Options) (*Databases, *pgx.Conn, string) {
+	t.Helper()
+	dsn := os.Getenv("DATABASE_URL")
+	if dsn == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("DATABASE_URL is not set: CI must run scripts/test.sh, which starts PostgreSQL")
+		}
+		t.Skip("DATABASE_URL is not set: run `bash scripts/test.sh` to test against a real PostgreSQL")
+	}
+	ctx := context.Background()
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	schema := "s" + hex.EncodeToString(b)
+	admin, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		rows, _ := admin.Query(ctx, "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE $1", schema+"%")
+		gids, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+		for _, g := range gids {
+			_, _ = admin.Exec(ctx, "ROLLBACK PREPARED "+quoteGID(g))
+		}
+		_, _ = admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+		_ = admin.Close(ctx)
+	})
+	_, err = admin.Exec(ctx, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".orders (id text PRIMARY KEY)")
+	require.NoError(t, err)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	if o.MaxConns == 0 {
+		o.MaxConns = 1
+	}
+	d, err := Open(ctx, map[string]string{"default": u.String()}, o)
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	return d, admin, schema
+}
+
+func stmts(sqls ...string) []coord.Statement {
+	out := make([]coord.Statement, len(sqls))
+	for i, s := range sqls {
+		out[i] = coord.Statement{Database: "default", Statement: s}
+	}
+	return out
+}
+
+// The guard after every client statement catches a statement that ended the transaction, even
+// when validation let it through: the marker row and PREPARE never run outside it, the outcome
+// is a confinement breach with the statement's index, and the session is discarded.
+func TestRunGuardCatchesLeftTransaction(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		stmt      string
+		committed bool // the insert before it is committed (the evidence an operator gets)
+	}{
+		{"commit", "COMMIT", true},
+		{"end with comment", "END--x", true},
+		{"commit and chain", "COMMIT AND CHAIN", true},
+		{"rollback", "ROLLBACK", false},
+		{"abort", "ABORT/**/", false},
+		{"prepare under a foreign gid", "PREPARE TRANSACTION 'foreign-guard-test'", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d, admin, schema := testDatabases(t, Options{})
+			ctx := context.Background()
+			before := backendPID(t, d)
+			gid := schema + "_g@default"
+			for _, onePhase := range []bool{false, true} {
+				_, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('a')", tt.stmt, "INSERT INTO orders VALUES ('b')"), gid, onePhase, nil)
+				require.ErrorIs(t, err, coord.ErrConfinementBreach)
+				assert.Contains(t, err.Error(), "statement 1")
+				var markers, prepared, b int
+				require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM "+schema+".coordinator_markers").Scan(&markers))
+				require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_xacts WHERE gid = $1", gid).Scan(&prepared))
+				require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM "+schema+".orders WHERE id = 'b'").Scan(&b))
+				assert.Zero(t, markers, "no marker row outside the transaction")
+				assert.Zero(t, prepared, "nothing prepared under the coordinator's gid")
+				assert.Zero(t, b, "nothing after the statement ran")
+				_, _ = admin.Exec(ctx, "ROLLBACK PREPARED 'foreign-guard-test'")
+				_, _ = admin.Exec(ctx, "DELETE FROM "+schema+".orders")
+			}
+			assert.NotEqual(t, before, backendPID(t, d), "the session was discarded")
+		})
+	}
+}
+
+// A statement role: client statements run as it; the marker row is still written.
+func TestRunAsStatementRole(t *testing.T) {
+	t.Parallel()
+	d0, admin, schema := testDatabases(t, Options{})
+	d0.Close()
+	ctx := context.Background()
+	role := schema + "_client"
+	_, err := admin.Exec(ctx, "CREATE ROLE "+role+" NOLOGIN; GRANT USAGE ON SCHEMA "+schema+" TO "+role+
+		"; GRANT SELECT, INSERT ON "+schema+".orders TO "+role)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP OWNED BY "+role+"; DROP ROLE "+role) })
+	u, _ := url.Parse(os.Getenv("DATABASE_URL"))
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	d, err := Open(ctx, map[string]string{"default": u.String()}, Options{MaxConns: 1, StatementRole: role})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+
+	res, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('r') RETURNING current_user AS who"), schema+"_r@default", true, nil)
+	require.NoError(t, err)
+	assert.Equal(t, role, res[0].Rows[0]["who"])
+	_, err = d.Run(ctx, "default", stmts("DELETE FROM coordinator_markers"), schema+"_d@default", true, nil)
+	require.Error(t, err)
+	assert.Equal(t, "42501", sqlstate(err), "the role has no rights on the coordinator's tables")
+
+	// A role that could write the marker table is refused at startup.
+	_, err = admin.Exec(ctx, "GRANT DELETE ON "+schema+".coordinator_markers TO "+role)
+	require.NoError(t, err)
+	_, err = Open(ctx, map[string]string{"default": u.String()}, Options{StatementRole: role})
+	require.ErrorIs(t, err, ErrStatementRole)
+	_, err = Open(ctx, map[string]string{"default": u.String()}, Options{StatementRole: schema + "_nobody"})
+	require.ErrorIs(t, err, ErrStatementRole)
+}
+
+// Session state a client statement leaves behind (through a function, which validation cannot
+// see into) never reaches the next request on the same connection.
+func TestRunResetsSession(t *testing.T) {
+	t.Parallel()
+	d, admin, schema := testDatabases(t, Options{})
+	ctx := context.Background()
+	_, err := admin.Exec(ctx, `CREATE FUNCTION `+schema+`.poison() RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM set_config('statement_timeout', '123s', false);
+  PERFORM set_config('default_transaction_read_only', 'on', false);
+  PERFORM pg_advisory_lock(4242);
+  EXECUTE 'LISTEN leak';
+  RETURN 1;
+END$$`)
+	require.NoError(t, err)
+	_, err = d.Run(ctx, "default", stmts("SELECT poison()"), schema+"_p@default", true, nil)
+	require.NoError(t, err)
+	for i := range 3 {
+		res, err := d.Run(ctx, "default", stmts(`SELECT current_setting('statement_timeout') AS st,
+  current_setting('default_transaction_read_only') AS ro,
+  (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()) AS locks,
+  (SELECT count(*) FROM pg_listening_channels()) AS listens`), schema+"_c"+string(rune('0'+i))+"@default", true, nil)
+		require.NoError(t, err)
+		row := res[0].Rows[0]
+		assert.Equal(t, "0", row["st"])
+		assert.Equal(t, "off", row["ro"])
+		assert.EqualValues(t, 0, row["locks"])
+		assert.EqualValues(t, 0, row["listens"])
+	}
+}
+
+func backendPID(t *testing.T, d *Databases) uint32 {
+	t.Helper()
+	pool, err := d.Pool("default")
+	require.NoError(t, err)
+	c, err := pool.Acquire(context.Background())
+	require.NoError(t, err)
+	defer c.Release()
+	return c.Conn().PgConn().PID()
+}

@@ -1,0 +1,117 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/service"
+)
+
+// hostileStatements end, prepare or split the coordinator's transaction, or change the pooled
+// session beyond it, or reach the coordinator's own tables. Each must be refused before
+// anything runs: a 400 naming the statement, no row, no record, no log row, nothing prepared.
+var hostileStatements = []string{
+	// Transaction control with a comment glued to the keyword, or odd white space.
+	"COMMIT--x", "COMMIT/**/", "END--x", "ROLLBACK--x", "ABORT/**/", "\fCOMMIT", "\vROLLBACK",
+	"PREPARE--x\nTRANSACTION 'foreign-gid'", "/* a /* nested */ one */COMMIT", "commit and chain",
+	"SAVEPOINT s", "ROLLBACK TO SAVEPOINT s", "RELEASE s", "BEGIN", "START TRANSACTION",
+	"COMMIT PREPARED 'x'", "ROLLBACK PREPARED 'x'",
+	// Session state beyond the transaction.
+	"SET statement_timeout = 1", "SET ROLE nobody", "SET LOCAL ROLE nobody",
+	"SET session_replication_role = replica", "SET LOCAL session_replication_role = replica",
+	"SET default_transaction_read_only = on", "SET SESSION AUTHORIZATION DEFAULT", "RESET ALL",
+	"DISCARD ALL", "LISTEN ch", "PREPARE q AS SELECT 1", "CREATE TEMP TABLE tmp (x int)",
+	"DECLARE c CURSOR WITH HOLD FOR SELECT 1", "SELECT set_config('statement_timeout', '1', false)",
+	"SELECT pg_advisory_lock(7)", "ALTER ROLE CURRENT_USER SET statement_timeout = 1",
+	// The coordinator's own tables.
+	"DELETE FROM coordinator_markers", "UPDATE coordinator_transactions SET state = 'committed'",
+	"INSERT INTO coordinator_events (gid) VALUES ('x')",
+	// Several statements in one entry.
+	"SELECT 1; COMMIT",
+	// NUL.
+	"SELECT 1\x00",
+}
+
+func TestHostileStatementsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	for i, stmt := range hostileStatements {
+		id := fmt.Sprintf("hostile-%d", i)
+		for _, withKafka := range []bool{false, true} {
+			body := map[string]any{"id": id, "sql": []any{
+				map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, 1)", "args": []any{id}},
+				map[string]any{"statement": stmt},
+			}}
+			if withKafka {
+				body["kafka"] = []any{map[string]any{"topic": e.topic, "key": id, "value": "v"}}
+			}
+			r := e.post(body)
+			require.Equal(t, http.StatusBadRequest, r.Status, "%q: %s", stmt, r.Raw)
+			assert.Equal(t, "sql[1].statement", r.str("error", "field"), "%q", stmt)
+			assert.NotEmpty(t, r.str("error", "message"))
+		}
+	}
+	// Nothing of any of them ran.
+	var rows, logged int
+	require.NoError(t, e.db.QueryRow(t.Context(), "SELECT count(*) FROM orders").Scan(&rows))
+	require.NoError(t, e.db.QueryRow(t.Context(), "SELECT count(*) FROM coordinator_transactions").Scan(&logged))
+	assert.Zero(t, rows)
+	assert.Zero(t, logged)
+	assert.Empty(t, e.committedRecords(e.topic))
+	assert.Empty(t, e.preparedLeft())
+	var foreign int
+	require.NoError(t, e.db.QueryRow(t.Context(), "SELECT count(*) FROM pg_prepared_xacts WHERE gid = 'foreign-gid'").Scan(&foreign))
+	assert.Zero(t, foreign)
+
+	// The pool is healthy: an ordinary request still commits on both sides.
+	ok := e.post(map[string]any{"id": "after", "sql": []any{
+		map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ('after', 1)"},
+	}, "kafka": []any{map[string]any{"topic": e.topic, "key": "after", "value": "v"}}})
+	require.Equal(t, http.StatusOK, ok.Status, "%s", ok.Raw)
+	assert.Equal(t, 1, countRows(t, e.db, "after"))
+	assert.Len(t, e.committedRecords(e.topic), 1)
+}
+
+// Session state that validation cannot see (set inside a function the client calls) never
+// reaches later requests on the same pooled connection: every connection is reset before reuse.
+func TestSessionStateDoesNotLeak(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{configure: func(c *service.Config) { c.MaxConns = 1 }})
+	_, err := e.db.Exec(context.Background(), `CREATE FUNCTION poison() RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM set_config('statement_timeout', '77s', false);
+  PERFORM set_config('default_transaction_read_only', 'on', false);
+  PERFORM set_config('search_path', 'pg_catalog', false);
+  PERFORM pg_advisory_lock(hashtext(current_schema()));
+  RETURN 1;
+END$$`)
+	require.NoError(t, err)
+	r := e.post(map[string]any{"id": "poison", "sql": []any{map[string]any{"statement": "SELECT poison()"}}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	probe := `SELECT current_setting('statement_timeout') AS st, current_setting('default_transaction_read_only') AS ro,
+  (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()) AS locks`
+	for i := range 5 {
+		id := fmt.Sprintf("probe-%d", i)
+		body := map[string]any{"id": id, "sql": []any{
+			map[string]any{"statement": probe},
+			map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, 1)", "args": []any{id}},
+		}}
+		if i%2 == 1 {
+			body["kafka"] = []any{map[string]any{"topic": e.topic, "key": id, "value": "v"}}
+		}
+		r := e.post(body)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+		row := r.get("sql")
+		require.NotNil(t, row, "%s", r.Raw)
+		first := row.([]any)[0].(map[string]any)["rows"].([]any)[0].(map[string]any)
+		assert.Equal(t, "0", first["st"], "statement_timeout reset")
+		assert.Equal(t, "off", first["ro"], "read-only reset")
+		assert.Equal(t, "0", fmt.Sprint(first["locks"]), "advisory locks released")
+		assert.Equal(t, 1, countRows(t, e.db, id), "the insert went to the test schema: search_path reset")
+	}
+}
