@@ -56,4 +56,6 @@ func TestJSONValueIsLossless(t *testing.T) {
 	}
 }
 
-func zeros(n int) string { return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil).String()[1:] }
+func zeros(n int) string {
+	return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil).String()[1:]
+}

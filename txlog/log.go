@@ -1,6 +1,7 @@
 package txlog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -336,7 +337,11 @@ func scan(row pgx.Row) (*coord.Transaction, error) {
 	if err := json.Unmarshal(gids, &t.SQLGIDs); err != nil {
 		return nil, fmt.Errorf("sql_gids: %w", err)
 	}
-	if err := json.Unmarshal(results, &t.SQL); err != nil {
+	// Numbers stay exact (json.Number): a stored RETURNING value beyond float64 must not make
+	// the transaction, or a list page that holds it, unreadable.
+	dec := json.NewDecoder(bytes.NewReader(results))
+	dec.UseNumber()
+	if err := dec.Decode(&t.SQL); err != nil {
 		return nil, fmt.Errorf("sql_results: %w", err)
 	}
 	if ec != nil {
