@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -114,4 +115,32 @@ END$$`)
 		assert.Equal(t, "0", fmt.Sprint(first["locks"]), "advisory locks released")
 		assert.Equal(t, 1, countRows(t, e.db, id), "the insert went to the test schema: search_path reset")
 	}
+}
+
+// RETURNING values that JSON cannot carry exactly are stored and answered losslessly as
+// strings; the transaction, its GET and the list page holding it all answer 200.
+func TestReturningValuesBeyondJSON(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	r := e.post(map[string]any{"id": "big", "sql": []any{map[string]any{"statement": `SELECT
+  ('1' || repeat('0', 400))::numeric AS huge, 'NaN'::numeric AS nan, 'Infinity'::float8 AS inf,
+  9007199254740993::bigint AS big, 12345678901234567891.5::numeric AS precise, 10.25::numeric AS plain`}},
+		"kafka": []any{map[string]any{"topic": e.topic, "key": "big", "value": "v"}}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	check := func(r response) {
+		t.Helper()
+		row := r.get("sql").([]any)[0].(map[string]any)["rows"].([]any)[0].(map[string]any)
+		assert.Equal(t, "1"+strings.Repeat("0", 400), row["huge"])
+		assert.Equal(t, "NaN", row["nan"])
+		assert.Equal(t, "Infinity", row["inf"])
+		assert.Equal(t, "9007199254740993", row["big"])
+		assert.Equal(t, "12345678901234567891.5", row["precise"])
+		assert.Equal(t, "10.25", fmt.Sprint(row["plain"]), "a number JSON carries stays a number")
+	}
+	check(r)
+	g := e.do(http.MethodGet, "/v1/transactions/big", nil)
+	require.Equal(t, http.StatusOK, g.Status, "%s", g.Raw)
+	check(g)
+	l := e.do(http.MethodGet, "/v1/transactions?limit=10", nil)
+	require.Equal(t, http.StatusOK, l.Status, "%s", l.Raw)
 }
