@@ -33,7 +33,7 @@ func classify(err error) *coord.Failure {
 	f := &coord.Failure{Participant: coord.ParticipantKafka, Err: err}
 	var ke *kerr.Error
 	switch {
-	case errors.Is(err, ErrPoolExhausted):
+	case errors.Is(err, ErrPoolExhausted), errors.Is(err, ErrRestartCheck):
 		// The caller may retry; nothing was started.
 		f.Class, f.Unavailable = coord.ClassRetriable, true
 	case errors.Is(err, coord.ErrKafkaAborted):

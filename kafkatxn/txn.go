@@ -36,6 +36,9 @@ func (t *Txn) Begin(ctx context.Context, recs []coord.Record) error {
 	if err := t.pool.checkTopics(ctx, recs); err != nil {
 		return classify(err)
 	}
+	for _, r := range recs {
+		t.pool.rememberTopic(r.Topic)
+	}
 	if err := t.p.cl.BeginTransaction(); err != nil {
 		t.p.broken = true
 		return classify(fmt.Errorf("begin transaction: %w", err))

@@ -754,7 +754,8 @@ cluster_stop() {
       kill -TERM "$pid" 2>/dev/null || true
     fi
   done
-  for ((i = 0; i < 60; i++)); do
+  # A controlled shutdown, bounded: the last node waits for a quorum that is gone.
+  for ((i = 0; i < 20; i++)); do
     node_pid 1 >/dev/null || node_pid 2 >/dev/null || node_pid 3 >/dev/null || break
     sleep 0.5
   done
