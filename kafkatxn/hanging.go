@@ -68,7 +68,9 @@ const (
 	HangingCannotRepair = "cannot_repair" // an operator must look (Note says why)
 )
 
-func (h Hanging) key() string { return fmt.Sprintf("%s/%s/%d", h.TransactionalID, h.Topic, h.Partition) }
+func (h Hanging) key() string {
+	return fmt.Sprintf("%s/%s/%d", h.TransactionalID, h.Topic, h.Partition)
+}
 
 // restartWatch holds the signs of a broker restart and the scans that answered them.
 type restartWatch struct {

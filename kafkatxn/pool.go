@@ -95,7 +95,7 @@ func NewPool(ctx context.Context, cfg Config, quarantined []string) (*Pool, erro
 	}
 	// The admin client keeps its connections (the metadata poll uses them every second), so a
 	// lost one is a sign that a broker went away.
-	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ConnIdleTimeout(15*time.Minute),
+	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ConnIdleTimeout(15 * time.Minute),
 		kgo.WithHooks(restartHook{p: p, disconnect: true})}, cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
