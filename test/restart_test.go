@@ -459,6 +459,9 @@ func testRestartUnderLoad(t *testing.T, service string) {
 		// have found those transactions and repaired them: nothing is excused.
 		skips := svc.markerSkips()
 		t.Logf("the broker logged %d skipped transaction markers", len(skips))
+		for _, line := range skips[:min(len(skips), 10)] {
+			t.Logf("  %s", line)
+		}
 		e.checkHangingRepaired(t, n.base)
 	}
 	c, a := e.verify(t, n.base, reqs)
