@@ -28,6 +28,7 @@ const (
 	issueOrphan    = "orphan"     // prepared in PostgreSQL with our prefix, no log row
 	issueLeftover  = "leftover"   // prepared in PostgreSQL, its log row is final
 	issueKafkaOpen = "kafka_open" // Kafka has a transaction open on one of our ids, no in-doubt row, not in use
+	issueHanging   = "hanging"    // a partition holds a transaction of ours open that Kafka's coordinator completed
 )
 
 // Sources of an entry's evidence.
@@ -44,19 +45,20 @@ const foreignGrace = 30 * time.Second
 
 // inDoubtEntry is one item of the in-doubt view.
 type inDoubtEntry struct {
-	ID         string      `json:"id,omitempty"`
-	GID        string      `json:"gid,omitempty"`
-	State      coord.State `json:"state,omitempty"` // the log's; absent without a log row
-	Issue      string      `json:"issue"`
-	Sources    []string    `json:"sources"`
-	Instance   string      `json:"instance,omitempty"`
-	Since      time.Time   `json:"since"`
-	AgeSeconds float64     `json:"age_seconds"`
-	Actions    []string    `json:"actions"`
-	Hint       string      `json:"hint"`
-	Log        *logInfo    `json:"log,omitempty"`
-	Postgres   []pgInfo    `json:"postgres,omitempty"`
-	Kafka      *kafkaInfo  `json:"kafka,omitempty"`
+	ID         string       `json:"id,omitempty"`
+	GID        string       `json:"gid,omitempty"`
+	State      coord.State  `json:"state,omitempty"` // the log's; absent without a log row
+	Issue      string       `json:"issue"`
+	Sources    []string     `json:"sources"`
+	Instance   string       `json:"instance,omitempty"`
+	Since      time.Time    `json:"since"`
+	AgeSeconds float64      `json:"age_seconds"`
+	Actions    []string     `json:"actions"`
+	Hint       string       `json:"hint"`
+	Log        *logInfo     `json:"log,omitempty"`
+	Postgres   []pgInfo     `json:"postgres,omitempty"`
+	Kafka      *kafkaInfo   `json:"kafka,omitempty"`
+	Hanging    *hangingInfo `json:"hanging,omitempty"`
 
 	key string // unique, for ordering and the cursor
 }
@@ -89,6 +91,22 @@ type kafkaInfo struct {
 	Quarantined bool   `json:"quarantined"`
 
 	own bool // the id is in this instance's pool
+}
+
+// hangingInfo is a hanging transaction (kafkatxn/hanging.go): the broker completed it without
+// writing its marker to this partition; its id is held out of the pool until it is repaired.
+type hangingInfo struct {
+	TransactionalID  string    `json:"transactional_id"`
+	ProducerID       int64     `json:"producer_id"`
+	ProducerEpoch    int16     `json:"producer_epoch"`
+	Topic            string    `json:"topic"`
+	Partition        int32     `json:"partition"`
+	StartOffset      int64     `json:"start_offset"`
+	LastWrite        time.Time `json:"last_write"`
+	KafkaState       string    `json:"kafka_state"`
+	Status           string    `json:"status"`
+	Note             string    `json:"note,omitempty"`
+	CoordinatorEpoch int32     `json:"coordinator_epoch"`
 }
 
 type inDoubtResponse struct {
@@ -319,6 +337,17 @@ func (s *Server) inDoubt(ctx context.Context) ([]*inDoubtEntry, []string, error)
 		}
 	}
 
+	// Kafka: hanging transactions of this instance's ids, held out of the pool.
+	if s.deps.Kafka != nil {
+		for _, h := range s.deps.Kafka.HangingTransactions() {
+			entries = append(entries, &inDoubtEntry{Issue: issueHanging, Sources: []string{sourceKafka}, Instance: self,
+				Since: h.FoundAt, key: fmt.Sprintf("hanging:%s/%s/%d", h.TransactionalID, h.Topic, h.Partition),
+				Hanging: &hangingInfo{TransactionalID: h.TransactionalID, ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch,
+					Topic: h.Topic, Partition: h.Partition, StartOffset: h.StartOffset, LastWrite: h.LastWrite,
+					KafkaState: h.KafkaState, Status: h.Status, Note: h.Note, CoordinatorEpoch: h.CoordinatorEpoch}})
+		}
+	}
+
 	for _, e := range entries {
 		e.AgeSeconds = max(0, now.Sub(e.Since).Round(time.Millisecond).Seconds())
 		e.Actions, e.Hint = advice(e)
@@ -407,6 +436,22 @@ func advice(e *inDoubtEntry) ([]string, string) {
 			return []string{}, fmt.Sprintf("an id of instance %q: that instance (or a takeover of it) re-initialises the id, which aborts this transaction; Kafka aborts it after its timeout", k.Owner)
 		}
 		return []string{}, "no registered instance owns this id: another producer uses this coordinator's transactional-id prefix; Kafka aborts it after its timeout"
+	case issueHanging:
+		h := e.Hanging
+		switch h.Status {
+		case "waiting":
+			return []string{}, h.Note
+		case "cannot_repair":
+			return []string{}, h.Note + ". Kafka's Admin API writes only ABORT markers (kafka-transactions.sh abort); a COMMIT marker can only be written with the WriteTxnMarkers request itself, which this coordinator sends when the log says committed"
+		}
+		return []string{}, "a broker completed this transaction without writing its marker to the partition (KAFKA-20734); the id is held out of the pool and the recovery loop writes the marker the coordinator log's decision asks for (COMMIT when the records' transaction committed, ABORT otherwise)" + noteSuffix(h.Note)
 	}
 	return []string{}, ""
+}
+
+func noteSuffix(note string) string {
+	if note == "" {
+		return ""
+	}
+	return "; last: " + note
 }

@@ -222,10 +222,20 @@ var latestMigration = sync.OnceValues(func() (int64, error) {
 	return latest, nil
 })
 
+// checkKafka probes the cluster and reports the transactional-id pool: ids free, leased,
+// quarantined (in doubt), held for hanging transactions, and low when fewer than a quarter can
+// serve. With no id able to serve, no Kafka transaction can start: not ready.
 func (s *Server) checkKafka(ctx context.Context) check {
+	u := s.deps.Kafka.Detail()
+	pool := map[string]any{"size": u.Size, "free": u.Free, "leased": u.Leased, "quarantined": u.Quarantined,
+		"hanging": u.Hanging, "low": u.Low, "checking_after_restart": u.Checking}
 	cp, err := s.deps.Kafka.Probe(ctx)
 	if err != nil {
-		return failed(err)
+		return failed(err, "pool", pool)
 	}
-	return passed("brokers", cp.Brokers, "reachable", cp.Reachable, "transaction_version", cp.TransactionVersion)
+	if u.Size > 0 && u.Free+u.Leased == 0 {
+		return failed(fmt.Errorf("no transactional id of the pool can serve: %d quarantined (in doubt), %d held for hanging transactions; recovery heals them (GET /v1/transactions?state=in-doubt)",
+			u.Quarantined, u.Hanging), "pool", pool)
+	}
+	return passed("brokers", cp.Brokers, "reachable", cp.Reachable, "transaction_version", cp.TransactionVersion, "pool", pool)
 }

@@ -18,7 +18,13 @@
 // even when records failed, so every record's promise is checked before a transaction counts
 // as prepared. Topics and partitions are checked before a transaction begins, so an unknown topic
 // fails in milliseconds instead of after metadata retries. EndTxn answers
-// CONCURRENT_TRANSACTIONS and coordinator moves are retried here; INVALID_TXN_STATE to a commit
-// means Kafka aborted the transaction; PRODUCER_FENCED is ambiguous (on transactions v2 it also
-// answers a late commit after the id was reused) and is never taken as an abort.
+// CONCURRENT_TRANSACTIONS and coordinator moves are retried here. Outcomes come from evidence
+// only: INVALID_TXN_STATE and TRANSACTION_ABORTABLE to a commit ask the client to abort, they do
+// not say that Kafka aborted, so Kafka's transaction state is read (DescribeTransactions) and an
+// abort is counted only when it reports this very transaction aborted (endtxn.go:
+// confirmAbort); otherwise the outcome is unknown and recovery reads the records back.
+// PRODUCER_FENCED is ambiguous (on transactions v2 it also answers a late commit after the id
+// was reused) and is never taken as an abort. Before a transaction counts as prepared, every
+// record must have been written by the producer id and epoch about to be logged (txn.go:
+// checkWriters): a producer re-initialised mid-transaction would commit only part of it.
 package kafkatxn

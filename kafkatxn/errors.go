@@ -33,11 +33,15 @@ func classify(err error) *coord.Failure {
 	f := &coord.Failure{Participant: coord.ParticipantKafka, Err: err}
 	var ke *kerr.Error
 	switch {
-	case errors.Is(err, ErrPoolExhausted):
+	case errors.Is(err, ErrPoolExhausted), errors.Is(err, ErrRestartCheck):
 		// The caller may retry; nothing was started.
 		f.Class, f.Unavailable = coord.ClassRetriable, true
 	case errors.Is(err, coord.ErrKafkaAborted):
 		f.Class = coord.ClassAbortable
+	case errors.Is(err, errMixedWriters):
+		// The producer was re-initialised mid-transaction (a broker or coordinator move): this
+		// transaction cannot commit whole, nothing of it was prepared, a new attempt may succeed.
+		f.Class = coord.ClassRetriable
 	case errors.As(err, &ke):
 		f.Class = classifyCode(ke)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, kgo.ErrRecordTimeout),
@@ -111,14 +115,22 @@ func endTxnRetriable(err error) bool {
 	return isConnError(err)
 }
 
-// endTxnAborted reports the EndTxn(commit) answers that mean Kafka aborted the transaction.
-// After a timeout abort the coordinator answers INVALID_TXN_STATE (the transaction is no longer
-// ongoing and did not commit at this epoch); TRANSACTION_ABORTABLE asks for an abort.
-// PRODUCER_FENCED is not here: on transactions v2 it also answers a late commit after the id was
-// reused, so it is ambiguous and goes to the outcome oracle (I7).
-func endTxnAborted(err error) bool {
+// endTxnAbortAsked reports the EndTxn(commit) answers that ask the client to abort:
+// INVALID_TXN_STATE (the transaction is no longer ongoing at this epoch: Kafka may have aborted
+// it on timeout, or the id may have moved on) and TRANSACTION_ABORTABLE (the broker wants the
+// client to abort). Neither says that Kafka aborted this transaction (they are the abortable
+// class, an instruction, not an outcome), so neither is ever counted as an abort by itself:
+// confirmAbort asks Kafka what became of the transaction (endtxn.go). PRODUCER_FENCED is not here
+// either: on transactions v2 it also answers a late commit after the id was reused; it goes to
+// the outcome oracle (I7).
+func endTxnAbortAsked(err error) bool {
 	return errors.Is(err, kerr.InvalidTxnState) || errors.Is(err, kerr.TransactionAbortable)
 }
+
+// errAbortUnconfirmed: Kafka asked for an abort, and what it reports of the transaction does
+// not confirm one. The outcome is unknown; it is classified fenced when the id has moved on
+// (recovery then reads the records back, I7) and retriable while the transaction is still open.
+var errAbortUnconfirmed = errors.New("kafka asked for an abort but does not confirm one")
 
 // producerBroken reports errors after which the kgo client must be recreated before the id
 // serves another transaction.

@@ -200,7 +200,7 @@ func TestEndTxnRetriable(t *testing.T) {
 	}
 }
 
-func TestEndTxnAborted(t *testing.T) {
+func TestEndTxnAbortAsked(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		err  error
@@ -223,7 +223,7 @@ func TestEndTxnAborted(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.err), func(t *testing.T) {
 			t.Parallel()
-			assert.Equal(t, tt.want, endTxnAborted(tt.err))
+			assert.Equal(t, tt.want, endTxnAbortAsked(tt.err))
 		})
 	}
 }

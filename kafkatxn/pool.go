@@ -44,8 +44,11 @@ type Pool struct {
 
 	mu          sync.Mutex
 	quarantined map[string]bool
+	since       map[string]time.Time // when each quarantined id was quarantined
 	topics      map[string]topicInfo
-	leases      leaseBook // which ids requests hold (list.go)
+	touched     map[string]bool // topics this pool writes to: the hanging scans check them
+	leases      leaseBook       // which ids requests hold (list.go)
+	watch       restartWatch    // signs of a broker restart, hanging transactions (hanging.go)
 }
 
 type producer struct {
@@ -78,20 +81,30 @@ func NewPool(ctx context.Context, cfg Config, quarantined []string) (*Pool, erro
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOpts...)...)
+	p := &Pool{
+		cfg:         cfg,
+		free:        make(chan *producer, cfg.PoolSize),
+		quarantined: map[string]bool{},
+		since:       map[string]time.Time{},
+		topics:      map[string]topicInfo{},
+		touched:     map[string]bool{},
+		// Generation 1: transactions of a previous run may hang; every id is checked before
+		// its first lease.
+		watch: restartWatch{gen: 1, reason: "startup", checked: map[string]uint64{}, leaders: map[string]int32{},
+			hanging: map[string]*Hanging{}, parked: map[string]*producer{}},
+	}
+	// The admin client keeps its connections (the metadata poll uses them every second), so a
+	// lost one is a sign that a broker went away.
+	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ConnIdleTimeout(15 * time.Minute),
+		kgo.WithHooks(restartHook{p: p, disconnect: true})}, cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	p := &Pool{
-		cfg:         cfg,
-		admin:       admin,
-		adm:         kadm.NewClient(admin),
-		free:        make(chan *producer, cfg.PoolSize),
-		quarantined: map[string]bool{},
-		topics:      map[string]topicInfo{},
-	}
+	p.admin, p.adm = admin, kadm.NewClient(admin)
+	now := time.Now()
 	for _, id := range quarantined {
 		p.quarantined[id] = true
+		p.since[id] = now
 	}
 	if err := p.checkBroker(ctx); err != nil {
 		admin.Close()
@@ -185,6 +198,7 @@ func (p *Pool) newProducer(id string) (*producer, error) {
 		// Topics are checked before a transaction begins (Txn.Begin); a topic deleted since
 		// fails the record after one metadata refresh instead of four.
 		kgo.UnknownTopicRetries(1),
+		kgo.WithHooks(connectHook{p: p}),
 	}, p.cfg.ClientOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -193,14 +207,43 @@ func (p *Pool) newProducer(id string) (*producer, error) {
 	return &producer{id: id, cl: cl}, nil
 }
 
-// Acquire leases a free transactional id, waiting within ctx's budget.
+// Acquire leases a free transactional id, waiting within ctx's budget. An id is leased only
+// once a scan that began after the last sign of a broker restart has checked it (hanging.go); an
+// id with a hanging transaction is held back until it is repaired.
 func (p *Pool) Acquire(ctx context.Context) (coord.KafkaTxn, error) {
-	select {
-	case pr := <-p.free:
-		p.leases.take(pr.id)
-		return &Txn{pool: p, p: pr}, nil
-	case <-ctx.Done():
-		return nil, classify(fmt.Errorf("%w: %w", ErrPoolExhausted, context.Cause(ctx)))
+	for {
+		select {
+		case pr := <-p.free:
+			p.mu.Lock()
+			held := p.heldLocked(pr.id)
+			if held {
+				p.watch.parked[pr.id] = pr
+			}
+			p.mu.Unlock()
+			if held {
+				continue
+			}
+			if err := p.ensureChecked(ctx, pr.id); err != nil {
+				p.free <- pr
+				return nil, classify(err)
+			}
+			// The hold check and the lease together: a scan records a hanging id only if it was
+			// not leased meanwhile (hanging.go: Scan).
+			p.mu.Lock()
+			held = p.heldLocked(pr.id)
+			if held {
+				p.watch.parked[pr.id] = pr
+			} else {
+				p.leases.take(pr.id)
+			}
+			p.mu.Unlock()
+			if held {
+				continue
+			}
+			return &Txn{pool: p, p: pr}, nil
+		case <-ctx.Done():
+			return nil, classify(fmt.Errorf("%w: %w", ErrPoolExhausted, context.Cause(ctx)))
+		}
 	}
 }
 
@@ -211,9 +254,7 @@ func (p *Pool) release(pr *producer, keep bool) {
 	p.leases.give(pr.id)
 	if !keep {
 		pr.cl.Close()
-		p.mu.Lock()
-		p.quarantined[pr.id] = true
-		p.mu.Unlock()
+		p.quarantine(pr.id)
 		p.cfg.Logger.Warn("transactional id quarantined until its transaction is resolved", "transactional_id", pr.id)
 		return
 	}
@@ -221,15 +262,31 @@ func (p *Pool) release(pr *producer, keep bool) {
 		pr.cl.Close()
 		npr, err := p.newProducer(pr.id)
 		if err != nil {
-			p.cfg.Logger.Error("recreate kafka client failed; id quarantined", "transactional_id", pr.id, "error", err)
-			p.mu.Lock()
-			p.quarantined[pr.id] = true
-			p.mu.Unlock()
+			p.cfg.Logger.Error("recreate kafka client failed; id quarantined until recovery heals it", "transactional_id", pr.id, "error", err)
+			p.quarantine(pr.id)
 			return
 		}
 		pr = npr
 	}
 	p.free <- pr
+}
+
+func (p *Pool) quarantine(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.quarantined[id] = true
+	p.since[id] = time.Now()
+}
+
+// QuarantinedSince lists the quarantined ids with the moment each was quarantined.
+func (p *Pool) QuarantinedSince() map[string]time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]time.Time, len(p.quarantined))
+	for id := range p.quarantined {
+		out[id] = p.since[id]
+	}
+	return out
 }
 
 // Quarantined lists the ids withheld from use.
@@ -294,15 +351,46 @@ func (p *Pool) known(topic string) bool {
 }
 
 // Usage counts the pool's transactional ids at this moment: free (ready to lease), leased (a
-// request holds it) and quarantined (its transaction is in doubt, I1). For metrics.
+// request holds it) and quarantined (its transaction is in doubt, I1, or hanging). For metrics.
 func (p *Pool) Usage() (free, leased, quarantined int) {
+	u := p.Detail()
+	return u.Free, u.Leased, u.Quarantined + u.Hanging
+}
+
+// PoolUsage is the pool's state in detail (metrics, /readyz).
+type PoolUsage struct {
+	Size, Free, Leased int
+	Quarantined        int // in doubt (I1)
+	Hanging            int // held: a transaction of theirs hangs on a partition (hanging.go)
+	// Low: fewer than a quarter of the ids can serve (free or leased); the pool heals as
+	// recovery resolves the in-doubt transactions and repairs the hanging ones.
+	Low bool
+	// Checking: a sign of a broker restart has not been answered by a scan yet.
+	Checking bool
+}
+
+// Detail reports the pool's state.
+func (p *Pool) Detail() PoolUsage {
 	p.mu.Lock()
-	quarantined = len(p.quarantined)
+	u := PoolUsage{Size: p.cfg.PoolSize, Quarantined: len(p.quarantined)}
+	held, inFree := map[string]bool{}, 0
+	for _, h := range p.watch.hanging {
+		if !p.quarantined[h.TransactionalID] && !held[h.TransactionalID] {
+			held[h.TransactionalID] = true
+			if p.watch.parked[h.TransactionalID] == nil {
+				inFree++ // still in the free list until Acquire draws and parks it
+			}
+		}
+	}
+	u.Hanging = len(held)
+	u.Checking = p.watch.scanning != nil
 	p.mu.Unlock()
 	p.leases.mu.Lock()
-	leased = len(p.leases.leased)
+	u.Leased = len(p.leases.leased)
 	p.leases.mu.Unlock()
-	return len(p.free), leased, quarantined
+	u.Free = max(0, len(p.free)-inFree)
+	u.Low = 4*(u.Free+u.Leased) < u.Size
+	return u
 }
 
 // ClusterProbe is what Probe found.

@@ -40,6 +40,7 @@ func (p *Pool) Unquarantine(ctx context.Context, id string) error {
 	}
 	p.mu.Lock()
 	delete(p.quarantined, id)
+	delete(p.since, id)
 	p.mu.Unlock()
 	p.cfg.Logger.Info("transactional id back in the pool", "transactional_id", id)
 	p.free <- pr

@@ -2,6 +2,7 @@ package kafkatxn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -19,8 +20,10 @@ type Txn struct {
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	offsets  []coord.RecordOffset
+	writers  []writer // who wrote each record (from its promise)
 	firstErr error
 	released bool
+	ids      *coord.KafkaIDs // set once Prepare has checked the writers
 }
 
 var _ coord.KafkaTxn = (*Txn)(nil)
@@ -33,12 +36,16 @@ func (t *Txn) Begin(ctx context.Context, recs []coord.Record) error {
 	if err := t.pool.checkTopics(ctx, recs); err != nil {
 		return classify(err)
 	}
+	for _, r := range recs {
+		t.pool.rememberTopic(r.Topic)
+	}
 	if err := t.p.cl.BeginTransaction(); err != nil {
 		t.p.broken = true
 		return classify(fmt.Errorf("begin transaction: %w", err))
 	}
 	t.began = true
 	t.offsets = make([]coord.RecordOffset, len(recs))
+	t.writers = make([]writer, len(recs))
 	for i, r := range recs {
 		t.wg.Add(1)
 		t.p.cl.Produce(ctx, toKgo(r), func(kr *kgo.Record, err error) {
@@ -52,6 +59,7 @@ func (t *Txn) Begin(ctx context.Context, recs []coord.Record) error {
 				return
 			}
 			t.offsets[i] = coord.RecordOffset{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset}
+			t.writers[i] = writer{producerID: kr.ProducerID, epoch: kr.ProducerEpoch, written: true}
 		})
 	}
 	return nil
@@ -101,10 +109,16 @@ func (t *Txn) Prepare(ctx context.Context) (coord.KafkaState, error) {
 		t.p.broken = true
 		return coord.KafkaState{}, classify(fmt.Errorf("producer id: %w", err))
 	}
-	return coord.KafkaState{
-		KafkaIDs: coord.KafkaIDs{TransactionalID: t.p.id, ProducerID: pid, ProducerEpoch: epoch},
-		Records:  t.offsets,
-	}, nil
+	ids := coord.KafkaIDs{TransactionalID: t.p.id, ProducerID: pid, ProducerEpoch: epoch}
+	// The ids about to be logged must be the ones that wrote every record: a producer
+	// re-initialised mid-transaction (a new epoch, or a new producer id) would commit only the
+	// records written since, and the log would name a transaction that does not hold them all.
+	if err := checkWriters(ids, t.writers); err != nil {
+		t.p.broken = true
+		return coord.KafkaState{}, classify(err)
+	}
+	t.ids = &ids
+	return coord.KafkaState{KafkaIDs: ids, Records: t.offsets}, nil
 }
 
 // Commit sends EndTxn(commit) through the producer. When the answer is not a clear success the
@@ -116,8 +130,9 @@ func (t *Txn) Commit(ctx context.Context) error {
 		return nil
 	}
 	t.p.broken = true
-	if endTxnAborted(err) {
-		return classify(fmt.Errorf("%w: %w", coord.ErrKafkaAborted, err))
+	if endTxnAbortAsked(err) && t.ids != nil {
+		// An instruction to abort, not an outcome: ask Kafka what became of it (I3).
+		return t.pool.confirmAbort(ctx, *t.ids, err)
 	}
 	return classify(fmt.Errorf("end transaction (commit): %w", err))
 }
@@ -154,4 +169,31 @@ func (t *Txn) Release(keep bool) {
 		t.wg.Wait()
 	}
 	t.pool.release(t.p, keep)
+}
+
+// writer is the producer id and epoch that wrote one record, as its promise reported them.
+type writer struct {
+	producerID int64
+	epoch      int16
+	written    bool
+}
+
+// errMixedWriters: the records of one transaction were not all written by the producer id and
+// epoch that would be logged as prepared. Such a transaction must not be prepared (it is
+// aborted): committing it would commit only part of it.
+var errMixedWriters = errors.New("records of the transaction were written by another producer id or epoch")
+
+// checkWriters refuses a transaction unless every record was written by exactly ids' producer id
+// and epoch (I2: the logged ids are those of the whole transaction).
+func checkWriters(ids coord.KafkaIDs, ws []writer) error {
+	for i, w := range ws {
+		switch {
+		case !w.written:
+			return fmt.Errorf("%w: kafka[%d] has no result", errMixedWriters, i)
+		case w.producerID != ids.ProducerID || w.epoch != ids.ProducerEpoch:
+			return fmt.Errorf("%w: kafka[%d] was written by producer %d epoch %d, the transaction is %s",
+				errMixedWriters, i, w.producerID, w.epoch, ids.PreparedState())
+		}
+	}
+	return nil
 }

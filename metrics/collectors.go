@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/recovery"
 )
 
@@ -22,10 +23,30 @@ func (m *Metrics) WatchPool(p PoolUsage, size int) {
 
 var (
 	poolIDsDesc = prometheus.NewDesc(Namespace+"_kafka_pool_transactional_ids",
-		"Transactional ids of this instance's pool by status: free (ready), leased (a request holds it), quarantined (its transaction is in doubt; withheld until recovery resolves it).",
+		"Transactional ids of this instance's pool by status: free (ready), leased (a request holds it), quarantined (its transaction is in doubt; withheld until recovery resolves it), hanging (held: a transaction of its hangs on a partition until it is repaired).",
 		[]string{"status"}, nil)
 	poolSizeDesc = prometheus.NewDesc(Namespace+"_kafka_pool_size",
 		"Configured transactional ids (KAFKA_POOL_SIZE): the most concurrent Kafka transactions.", nil, nil)
+)
+
+// HangingPool is what the pool collector also reads when the pool offers it (kafkatxn.Pool):
+// ids held for hanging transactions, whether the pool runs low, repairs.
+type HangingPool interface {
+	Detail() kafkatxn.PoolUsage
+	HangingTransactions() []kafkatxn.Hanging
+	RepairedTotal() int64
+}
+
+var (
+	poolLowDesc = prometheus.NewDesc(Namespace+"_kafka_pool_low",
+		"1 when fewer than a quarter of the pool's transactional ids can serve (free or leased): most are quarantined or held for hanging transactions. The pool heals as recovery resolves and repairs them.",
+		nil, nil)
+	hangingDesc = prometheus.NewDesc(Namespace+"_kafka_hanging_transactions",
+		"Transactions of this pool's ids left open on a partition while Kafka's transaction coordinator completed them (a broker skipped the marker, KAFKA-20734), by status: found, waiting (the log's decision is pending), cannot_repair (an operator must look).",
+		[]string{"status"}, nil)
+	hangingRepairedDesc = prometheus.NewDesc(Namespace+"_kafka_hanging_repaired_total",
+		"Hanging transactions repaired by writing the marker the broker skipped, following the coordinator log's decision.",
+		nil, nil)
 )
 
 type poolCollector struct {
@@ -36,14 +57,45 @@ type poolCollector struct {
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- poolIDsDesc
 	ch <- poolSizeDesc
+	if _, ok := c.pool.(HangingPool); ok {
+		ch <- poolLowDesc
+		ch <- hangingDesc
+		ch <- hangingRepairedDesc
+	}
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	free, leased, quarantined := c.pool.Usage()
-	ch <- prometheus.MustNewConstMetric(poolIDsDesc, prometheus.GaugeValue, float64(free), "free")
-	ch <- prometheus.MustNewConstMetric(poolIDsDesc, prometheus.GaugeValue, float64(leased), "leased")
-	ch <- prometheus.MustNewConstMetric(poolIDsDesc, prometheus.GaugeValue, float64(quarantined), "quarantined")
-	ch <- prometheus.MustNewConstMetric(poolSizeDesc, prometheus.GaugeValue, c.size)
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	hp, ok := c.pool.(HangingPool)
+	if !ok {
+		free, leased, quarantined := c.pool.Usage()
+		gauge(poolIDsDesc, float64(free), "free")
+		gauge(poolIDsDesc, float64(leased), "leased")
+		gauge(poolIDsDesc, float64(quarantined), "quarantined")
+		gauge(poolSizeDesc, c.size)
+		return
+	}
+	u := hp.Detail()
+	gauge(poolIDsDesc, float64(u.Free), "free")
+	gauge(poolIDsDesc, float64(u.Leased), "leased")
+	gauge(poolIDsDesc, float64(u.Quarantined), "quarantined")
+	gauge(poolIDsDesc, float64(u.Hanging), "hanging")
+	gauge(poolSizeDesc, c.size)
+	low := 0.0
+	if u.Low {
+		low = 1
+	}
+	gauge(poolLowDesc, low)
+	byStatus := map[string]float64{kafkatxn.HangingFound: 0, kafkatxn.HangingWaiting: 0, kafkatxn.HangingCannotRepair: 0}
+	for _, h := range hp.HangingTransactions() {
+		byStatus[h.Status]++
+	}
+	for st, n := range byStatus {
+		gauge(hangingDesc, n, st)
+	}
+	ch <- prometheus.MustNewConstMetric(hangingRepairedDesc, prometheus.CounterValue, float64(hp.RepairedTotal()))
 }
 
 // RecoveryStats is what the recovery collector reads (recovery.Loop).

@@ -33,6 +33,10 @@ type Config struct {
 	MarkerAge time.Duration
 	// KafkaTxnTimeout is the producers' transaction timeout, to explain aborts.
 	KafkaTxnTimeout time.Duration
+	// QuarantineGrace: a quarantined transactional id that no transaction in doubt names is
+	// returned to the pool after this long (the largest request budget plus the finish bound:
+	// no request can still be running with it). hanging.go.
+	QuarantineGrace time.Duration
 	Logger          *slog.Logger
 }
 
@@ -54,6 +58,9 @@ func (c *Config) defaults() {
 	}
 	if c.MarkerAge <= 0 {
 		c.MarkerAge = time.Minute
+	}
+	if c.QuarantineGrace <= 0 {
+		c.QuarantineGrace = 2 * time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -106,6 +113,10 @@ type Stats struct {
 	Orphans   int // prepared gids without a log row, rolled back
 	Markers   int // marker rows deleted
 	TakenOver int // dead instances taken over
+	// HangingRepaired: hanging Kafka transactions repaired with the marker the broker skipped;
+	// Healed: quarantined ids returned to the pool by healQuarantine (hanging.go).
+	HangingRepaired int
+	Healed          int
 }
 
 // Start runs passes every Interval and on Trigger until ctx is done.
@@ -165,10 +176,13 @@ func (l *Loop) RunOnce(ctx context.Context) (Stats, error) {
 	l.total.Orphans += st.Orphans
 	l.total.Markers += st.Markers
 	l.total.TakenOver += st.TakenOver
+	l.total.HangingRepaired += st.HangingRepaired
+	l.total.Healed += st.Healed
 	l.totalMu.Unlock()
-	if st.Resolved+st.Orphans+st.TakenOver > 0 {
+	if st.Resolved+st.Orphans+st.TakenOver+st.HangingRepaired+st.Healed > 0 {
 		l.cfg.Logger.Info("recovery pass", "resolved", st.Resolved, "failed", st.Failed,
-			"orphans", st.Orphans, "markers", st.Markers, "taken_over", st.TakenOver)
+			"orphans", st.Orphans, "markers", st.Markers, "taken_over", st.TakenOver,
+			"hanging_repaired", st.HangingRepaired, "healed", st.Healed)
 	}
 	return st, err
 }
@@ -191,6 +205,12 @@ func (l *Loop) runOnce(ctx context.Context, st *Stats) error {
 		errs = errors.Join(errs, err)
 	}
 	if err := l.takeover(ctx, st); err != nil {
+		errs = errors.Join(errs, err)
+	}
+	if err := l.repairHanging(ctx, st); err != nil {
+		errs = errors.Join(errs, err)
+	}
+	if err := l.healQuarantine(ctx, st); err != nil {
 		errs = errors.Join(errs, err)
 	}
 	return errs

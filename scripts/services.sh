@@ -13,6 +13,12 @@
 #   scripts/services.sh start-kafka    | stop-kafka      (stop is SIGTERM: controlled shutdown)
 #   scripts/services.sh crash-kafka                      (SIGKILL, as a crash)
 #
+#   A three-broker KRaft cluster (each node broker and controller; replication factor 3,
+#   min.insync.replicas 2, transaction state log replication factor 3), started on demand by
+#   the tests that need it, on ports and a data directory of its own, from the same jars:
+#   scripts/services.sh start-cluster | stop-cluster | cluster-status
+#   scripts/services.sh kill-broker N | start-broker N   (N = 1, 2, 3; kill is SIGKILL)
+#
 # Settings (environment):
 #   SERVICES_DIR           data, logs, pid files   (/var/tmp/kpgtx-services)
 #   PG_PORT                PostgreSQL port          (55432)
@@ -22,6 +28,10 @@
 #   KAFKA_CACHE            jar cache of one version ($HOME/.cache/kpgtx/kafka-<ver>)
 #   KAFKA_HEAP             broker heap              (1g)
 #   SERVICES_TIMEOUT       seconds to wait for readiness (120)
+#   CLUSTER_DIR            the cluster's data and logs ($SERVICES_DIR/cluster)
+#   CLUSTER_PORTS          its three client ports      (29092,29093,29094)
+#   CLUSTER_CONTROLLER_PORTS  its three KRaft ports    (29192,29193,29194)
+#   CLUSTER_HEAP           heap of each of its brokers (384m)
 #
 # Idempotent: start on running services only checks them and prints env.
 # As root, PostgreSQL runs as the OS user `postgres`; as any other user it
@@ -550,6 +560,219 @@ kafka_status() {
   fi
 }
 
+
+# ------------------------------------------------------- Kafka, three brokers
+
+CLUSTER_DIR=${CLUSTER_DIR:-$SERVICES_DIR/cluster}
+CLUSTER_HEAP=${CLUSTER_HEAP:-384m}
+IFS=, read -r -a CLUSTER_PORT_LIST <<<"${CLUSTER_PORTS:-29092,29093,29094}"
+IFS=, read -r -a CLUSTER_CTRL_LIST <<<"${CLUSTER_CONTROLLER_PORTS:-29192,29193,29194}"
+
+check_cluster_ports() {
+  [[ ${#CLUSTER_PORT_LIST[@]} -eq 3 && ${#CLUSTER_CTRL_LIST[@]} -eq 3 ]] \
+    || die "CLUSTER_PORTS and CLUSTER_CONTROLLER_PORTS need three ports each"
+}
+node_dir() { echo "$CLUSTER_DIR/node$1"; }
+node_port() { echo "${CLUSTER_PORT_LIST[$(($1 - 1))]}"; }
+check_node() { [[ "${1:-}" =~ ^[123]$ ]] || die "broker number must be 1, 2 or 3, not '${1:-}'"; }
+
+cluster_bootstrap() {
+  local n out=()
+  for n in 1 2 3; do out+=("127.0.0.1:$(node_port "$n")"); done
+  (IFS=,; echo "${out[*]}")
+}
+
+node_pid() {
+  local pid f
+  f="$(node_dir "$1")/kafka.pid"
+  [[ -f "$f" ]] || return 1
+  pid=$(cat "$f")
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka' || return 1
+  echo "$pid"
+}
+
+node_port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$(node_port "$1")") 2>/dev/null; }
+
+node_write_config() {
+  local n=$1 dir voters="" i
+  dir=$(node_dir "$n")
+  mkdir -p "$dir/data"
+  for i in 1 2 3; do
+    voters+="${voters:+,}$i@127.0.0.1:${CLUSTER_CTRL_LIST[$((i - 1))]}"
+  done
+  cat >"$dir/server.properties" <<EOF
+# Written by scripts/services.sh: overwritten on every start.
+process.roles=broker,controller
+node.id=$n
+controller.quorum.voters=$voters
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://127.0.0.1:$(node_port "$n"),CONTROLLER://127.0.0.1:${CLUSTER_CTRL_LIST[$((n - 1))]}
+advertised.listeners=PLAINTEXT://127.0.0.1:$(node_port "$n")
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$dir/data
+
+num.partitions=3
+default.replication.factor=3
+min.insync.replicas=2
+auto.create.topics.enable=false
+delete.topic.enable=true
+unclean.leader.election.enable=false
+
+offsets.topic.replication.factor=3
+offsets.topic.num.partitions=4
+group.initial.rebalance.delay.ms=0
+
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+transaction.state.log.num.partitions=4
+transaction.max.timeout.ms=900000
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
+
+share.coordinator.state.topic.replication.factor=3
+share.coordinator.state.topic.min.isr=2
+
+num.network.threads=2
+num.io.threads=2
+background.threads=2
+num.replica.fetchers=1
+EOF
+  sed "s#$KAFKA_LOG#$dir/server.log#" "$KAFKA_LOG4J" >"$dir/log4j2.xml"
+}
+
+node_start() {
+  local n=$1 dir pid
+  dir=$(node_dir "$n")
+  if pid=$(node_pid "$n"); then
+    log "Kafka node $n: already running (pid $pid)"
+    return 0
+  fi
+  node_write_config "$n"
+  if [[ ! -f "$dir/data/meta.properties" ]]; then
+    kafka_tool kafka.tools.StorageTool format -t "$(cat "$CLUSTER_DIR/cluster.id")" \
+      -c "$dir/server.properties" >"$dir/format.log" 2>&1 \
+      || { cat "$dir/format.log" >&2; die "kafka storage format of node $n failed"; }
+  fi
+  log "Kafka node $n: starting on 127.0.0.1:$(node_port "$n")"
+  echo "==== $(date -Is) starting Kafka $KAFKA_VER node $n" >>"$dir/stdout.log"
+  # A small heap and the serial collector: three brokers share a small machine.
+  setsid nohup java -Xms128m -Xmx"$CLUSTER_HEAP" -XX:+UseSerialGC \
+    -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$dir/log4j2.xml" -Dkafka.logs.dir="$dir" \
+    -cp "$KAFKA_LIBS/*" kafka.Kafka "$dir/server.properties" \
+    </dev/null >>"$dir/stdout.log" 2>&1 &
+  echo $! >"$dir/kafka.pid"
+  disown || true
+}
+
+node_wait_port() {
+  local n=$1 deadline=$((SECONDS + SERVICES_TIMEOUT))
+  until node_port_open "$n"; do
+    node_pid "$n" >/dev/null || { tail -n 40 "$(node_dir "$n")/stdout.log" >&2; die "Kafka node $n exited during startup"; }
+    ((SECONDS < deadline)) || die "Kafka node $n: port $(node_port "$n") did not open in ${SERVICES_TIMEOUT}s"
+    sleep 0.5
+  done
+}
+
+# cluster_prepare finds the jars, writes the logging settings and the cluster id once.
+cluster_prepare() {
+  check_cluster_ports
+  ensure_java
+  ensure_kafka_libs
+  mkdir -p "$CLUSTER_DIR"
+  KAFKA_DIR="$CLUSTER_DIR"
+  KAFKA_LOG="$CLUSTER_DIR/server.log"
+  KAFKA_LOG4J="$CLUSTER_DIR/log4j2.xml"
+  KAFKA_PROPS="$CLUSTER_DIR/unused.properties"
+  KAFKA_DATA="$CLUSTER_DIR/unused-data"
+  [[ -f "$KAFKA_LOG4J" && -f "$CLUSTER_DIR/log4j2-tools.xml" ]] || kafka_write_config
+  rm -rf "$KAFKA_PROPS" "$KAFKA_DATA"
+  if [[ ! -s "$CLUSTER_DIR/cluster.id" ]]; then
+    local cid
+    cid=$(kafka_tool kafka.tools.StorageTool random-uuid | tail -n 1)
+    [[ "$cid" =~ ^[A-Za-z0-9_-]{22}$ ]] || die "bad cluster id from StorageTool: $cid"
+    echo "$cid" >"$CLUSTER_DIR/cluster.id"
+  fi
+}
+
+cluster_start() {
+  cluster_prepare
+  local n
+  for n in 1 2 3; do node_start "$n"; done
+  for n in 1 2 3; do node_wait_port "$n"; done
+  local bs deadline=$((SECONDS + SERVICES_TIMEOUT)) probe_log="$CLUSTER_DIR/probe.log"
+  bs=$(cluster_bootstrap)
+  : >"$probe_log"
+  # Ready: a topic with three replicas can be created and a transaction goes through (which
+  # also creates the transaction state log with its three replicas).
+  until kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" --create --if-not-exists \
+      --topic "$KAFKA_PROBE_TOPIC" --partitions 1 --replication-factor 3 >>"$probe_log" 2>&1 \
+    && kafka_tool org.apache.kafka.tools.ProducerPerformance --topic "$KAFKA_PROBE_TOPIC" \
+      --num-records 10 --record-size 16 --throughput -1 \
+      --transactional-id kpgtx-readiness-probe --transaction-duration-ms 50 \
+      --producer-props "bootstrap.servers=$bs" acks=all >>"$probe_log" 2>&1; do
+    ((SECONDS < deadline)) || { tail -n 30 "$probe_log" >&2; die "the cluster did not become ready in ${SERVICES_TIMEOUT}s"; }
+    sleep 1
+  done
+  log "Kafka cluster: ready at $bs"
+  echo "export KAFKA_BROKERS=$bs"
+}
+
+# node_kill kills one broker with SIGKILL, as a crash would.
+node_kill() {
+  local n=$1 pid i
+  if pid=$(node_pid "$n"); then
+    log "Kafka node $n: killing (pid $pid)"
+    kill -KILL "$pid" 2>/dev/null || true
+    for ((i = 0; i < 40; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.25
+    done
+  fi
+  rm -f "$(node_dir "$n")/kafka.pid"
+}
+
+# start_broker starts one (killed) broker again and waits until it answers the admin API.
+start_broker() {
+  local n=$1 deadline=$((SECONDS + SERVICES_TIMEOUT))
+  cluster_prepare
+  node_start "$n"
+  node_wait_port "$n"
+  until kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$(node_port "$n")" --list >/dev/null 2>&1; do
+    node_pid "$n" >/dev/null || die "Kafka node $n exited during startup"
+    ((SECONDS < deadline)) || die "Kafka node $n does not answer the admin API"
+    sleep 1
+  done
+  log "Kafka node $n: ready"
+}
+
+cluster_stop() {
+  local n pid i
+  for n in 1 2 3; do
+    if pid=$(node_pid "$n"); then
+      kill -TERM "$pid" 2>/dev/null || true
+    fi
+  done
+  # A controlled shutdown, bounded: the last node waits for a quorum that is gone.
+  for ((i = 0; i < 20; i++)); do
+    node_pid 1 >/dev/null || node_pid 2 >/dev/null || node_pid 3 >/dev/null || break
+    sleep 0.5
+  done
+  for n in 1 2 3; do node_kill "$n"; done
+}
+
+cluster_status() {
+  local n pid
+  for n in 1 2 3; do
+    if pid=$(node_pid "$n"); then
+      echo "kafka node $n: running on 127.0.0.1:$(node_port "$n") (pid $pid)"
+    else
+      echo "kafka node $n: not running"
+    fi
+  done
+}
+
 # ----------------------------------------------------------------------- main
 
 print_env() {
@@ -584,6 +807,23 @@ case "$cmd" in
   crash-kafka)
     kafka_crash
     ;;
+  start-cluster)
+    cluster_start
+    ;;
+  stop-cluster)
+    cluster_stop
+    ;;
+  cluster-status)
+    cluster_status
+    ;;
+  kill-broker)
+    check_node "${2:-}"
+    node_kill "$2"
+    ;;
+  start-broker)
+    check_node "${2:-}"
+    start_broker "$2"
+    ;;
   status)
     pg_status
     kafka_status
@@ -601,7 +841,7 @@ case "$cmd" in
     rm -rf "$SERVICES_DIR"
     ;;
   *)
-    echo "usage: $0 {start|stop|status|env|reset|start-postgres|stop-postgres|start-kafka|stop-kafka|crash-kafka}" >&2
+    echo "usage: $0 {start|stop|status|env|reset|start-postgres|stop-postgres|start-kafka|stop-kafka|crash-kafka|start-cluster|stop-cluster|cluster-status|kill-broker N|start-broker N}" >&2
     exit 2
     ;;
 esac

@@ -121,6 +121,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 			return nil, fmt.Errorf("KAFKA_BROKERS=%v%s: %w", cfg.Brokers, cfg.kafkaSecurityNote(), err)
 		}
 		kafka = s.Kafka
+		// The topics of recent transactions: hanging transactions of a previous run are looked
+		// for there before the first id is leased (kafkatxn/hanging.go).
+		topics, err := s.Log.RecentTopics(ctx, 24*time.Hour)
+		if err != nil {
+			return nil, err
+		}
+		s.Kafka.RememberTopics(topics...)
 	}
 
 	s.Coord = coord.New(coord.Config{
@@ -140,6 +147,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		Interval:        cfg.RecoveryInterval,
 		Lease:           cfg.InstanceLease,
 		KafkaTxnTimeout: cfg.KafkaTxnTimeout,
+		QuarantineGrace: cfg.MaxTimeout + 30*time.Second, // the request budget and the finish bound
 		Logger:          logger,
 	}, s.owner, s.Log, s.SQL, s.Kafka, s.Coord)
 	// Startup pass: every in-doubt transaction of this instance is resolved (or scheduled) before
@@ -160,6 +168,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 
 // Start runs the background services (the recovery loop) until ctx is done.
 func (s *Service) Start(ctx context.Context) {
+	if s.Kafka != nil {
+		s.Kafka.Start(ctx) // the restart watch (kafkatxn/hanging.go)
+	}
 	s.Recovery.Start(ctx)
 }
 

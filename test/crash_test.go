@@ -188,20 +188,9 @@ func (e *env) verify(t *testing.T, api string, reqs map[string]sent) (committed,
 	return committed, aborted
 }
 
-// checkRecords asserts how many of a request's records a read_committed consumer sees, unless
-// the test knows the broker itself lost that transaction's markers (env.markerLoss): then the
-// mismatch is the broker's, and it is logged with the evidence instead.
+// checkRecords asserts how many of a request's records a read_committed consumer sees.
 func (e *env) checkRecords(t *testing.T, id string, want, got int, msg string, args ...any) {
 	t.Helper()
-	if want == got {
-		return
-	}
-	if e.markerLoss != nil {
-		if why := e.markerLoss(id); why != "" {
-			t.Logf("%s: %d records visible, want %d: explained by the broker: %s", id, got, want, why)
-			return
-		}
-	}
 	assert.Equal(t, want, got, append([]any{msg}, args...)...)
 }
 

@@ -62,9 +62,7 @@ type env struct {
 	topic   string
 	prefix  string
 	cfg     service.Config
-	// markerLoss, when set, says why the broker may have lost a request's transaction markers
-	// ("" when it did not): see checkRecords.
-	markerLoss func(id string) string
+	rf      int16 // replication factor of the test's topics (default 1)
 }
 
 type envOpts struct {
@@ -74,6 +72,8 @@ type envOpts struct {
 	// dsn and brokers, when set, replace DATABASE_URL and KAFKA_BROKERS (private services).
 	dsn     string
 	brokers []string
+	// replicationFactor of the test's topics (0: 1).
+	replicationFactor int16
 }
 
 // dsnWithSchema puts the schema first on the search_path of every connection.
@@ -140,7 +140,7 @@ func newStore(t testing.TB, o envOpts) *env {
 	if dsn == "" {
 		dsn = needEnv(t, "DATABASE_URL")
 	}
-	e := &env{t: t, prefix: "t" + randHex(5)}
+	e := &env{t: t, prefix: "t" + randHex(5), rf: max(1, o.replicationFactor)}
 	schema := e.prefix
 	e.db = createSchema(t, dsn, schema)
 
@@ -223,7 +223,7 @@ func (e *env) createTopic(topic string, partitions int32) {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+	resp, err := adm.CreateTopic(ctx, partitions, max(1, e.rf), nil, topic)
 	require.NoError(e.t, err)
 	require.NoError(e.t, resp.Err, "create topic %s", topic)
 	if !useKfake() {

@@ -1,0 +1,122 @@
+package kafkatxn
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// TestScanAndRepair: a transaction Kafka's coordinator still has open is not hanging; a leased id
+// is never examined; a marker written by Repair closes the open transaction on the partition
+// and gives the id back once nothing of it hangs.
+func TestScanAndRepair(t *testing.T) {
+	t.Parallel()
+	p, c := kfakePool(t, "orders", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kt, err := p.Acquire(ctx)
+	require.NoError(t, err)
+	txn := kt.(*Txn)
+	require.NoError(t, txn.Begin(ctx, []coord.Record{{Topic: "orders", Key: key("a")}, {Topic: "orders", Key: key("b")}}))
+	ks, err := txn.Prepare(ctx)
+	require.NoError(t, err)
+	ids := []string{p.TransactionalID(0), p.TransactionalID(1)}
+
+	found, _, err := p.findHanging(ctx, ids, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	assert.Empty(t, found, "leased: its request decides it")
+	txn.Release(true) // not leased any more; the transaction stays open
+	found, _, err = p.findHanging(ctx, ids, time.Now())
+	require.NoError(t, err)
+	assert.Empty(t, found, "Kafka's coordinator has it open (Ongoing): it is not hanging")
+
+	// The partitions hold it open. Taken as hanging, Repair sends the marker with the ids the
+	// partition reported; once the partition reports it closed the id is no longer held.
+	open, err := p.openOnPartitions(ctx, []string{"orders"}, map[int64]txnView{ks.ProducerID: {id: ks.TransactionalID}})
+	require.NoError(t, err)
+	require.NotEmpty(t, open)
+	for _, h := range open {
+		h.TransactionalID = ks.TransactionalID
+		p.mu.Lock()
+		hh := h
+		p.watch.hanging[h.key()] = &hh
+		p.mu.Unlock()
+	}
+	assert.Equal(t, len(open), len(p.HangingTransactions()))
+	assert.Equal(t, 1, p.Detail().Hanging)
+	var sent []kmsg.WriteTxnMarkersRequestMarker
+	c.ControlKey(int16(kmsg.WriteTxnMarkers), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.WriteTxnMarkersRequest)
+		sent = append(sent, r.Markers...)
+		return nil, nil, false // kfake writes it
+	})
+	// kfake reports producers from its coordinator's view: answer as a partition whose
+	// transaction the marker closed.
+	c.ControlKey(int16(kmsg.DescribeProducers), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.DescribeProducersRequest)
+		resp := r.ResponseKind().(*kmsg.DescribeProducersResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewDescribeProducersResponseTopic()
+			st.Topic = rt.Topic
+			for _, part := range rt.Partitions {
+				sp := kmsg.NewDescribeProducersResponseTopicPartition()
+				sp.Partition = part
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	for _, h := range p.HangingTransactions() {
+		require.NoError(t, p.Repair(ctx, h, true))
+	}
+	require.Len(t, sent, len(open))
+	for i, m := range sent {
+		assert.Equal(t, ks.ProducerID, m.ProducerID)
+		assert.Equal(t, open[0].ProducerEpoch, m.ProducerEpoch, "the epoch the partition last saw")
+		assert.True(t, m.Committed, "marker %d follows the decision", i)
+	}
+	assert.Empty(t, p.HangingTransactions())
+	assert.EqualValues(t, len(open), p.RepairedTotal())
+	assert.Zero(t, p.Detail().Hanging)
+}
+
+// TestAcquireWaitsForTheRestartCheck: after a sign of a restart, an id is leased only once a
+// scan has checked it; a held id is never leased.
+func TestAcquireWaitsForTheRestartCheck(t *testing.T) {
+	t.Parallel()
+	p, _ := kfakePool(t, "orders", 1)
+	p.RememberTopics("orders")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p.suspect("test")
+	p.mu.Lock()
+	gen := p.watch.gen
+	p.mu.Unlock()
+	kt, err := p.Acquire(ctx)
+	require.NoError(t, err)
+	p.mu.Lock()
+	assert.Equal(t, gen, p.watch.checked[kt.TransactionalID()], "checked by a scan that began after the sign")
+	// Hold the other id as hanging: Acquire must not hand it out.
+	other := p.TransactionalID(0)
+	if other == kt.TransactionalID() {
+		other = p.TransactionalID(1)
+	}
+	p.watch.hanging["x"] = &Hanging{TransactionalID: other, Topic: "orders"}
+	p.mu.Unlock()
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	_, err = p.Acquire(short)
+	require.Error(t, err, "the only other id is held")
+	assert.True(t, coord.AsFailure(err).Unavailable)
+	assert.Equal(t, 1, p.Detail().Hanging)
+	kt.Release(true)
+}

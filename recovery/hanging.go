@@ -1,0 +1,116 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/kafkatxn"
+	"github.com/kpgtx/coordinator/txlog"
+)
+
+// repairHanging repairs the hanging Kafka transactions the pool found (kafkatxn/hanging.go:
+// a broker completed a transaction without writing its marker to a partition), following the
+// coordinator log's decision for the records the open transaction holds on that partition:
+//
+//   - the records belong to transactions the log says committed: a COMMIT marker;
+//   - to transactions the log says aborted, or to none (a transaction never logged prepared,
+//     whose decision can only be abort, I3): an ABORT marker;
+//   - to a transaction not decided yet: wait (recovery decides it first; the id stays held);
+//   - to transactions with different outcomes, or a heuristic one: cannot be repaired by one
+//     marker; held and shown in the in-doubt view for an operator.
+//
+// The id returns to the pool once nothing of it hangs.
+func (l *Loop) repairHanging(ctx context.Context, st *Stats) error {
+	if l.kafka == nil {
+		return nil
+	}
+	var errs error
+	for _, h := range l.kafka.HangingTransactions() {
+		txns, err := l.log.TransactionsOnPartition(ctx, h.TransactionalID, h.ProducerID, h.Topic, h.Partition, h.StartOffset)
+		if err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		commit, status, note := hangingDecision(h, txns)
+		if status != "" {
+			l.kafka.SetHangingNote(h, status, note)
+			continue
+		}
+		if err := l.kafka.Repair(ctx, h, commit); err != nil {
+			l.kafka.SetHangingNote(h, kafkatxn.HangingFound, "repair failed, retried: "+err.Error())
+			errs = errors.Join(errs, err)
+			continue
+		}
+		st.HangingRepaired++
+	}
+	return errs
+}
+
+// hangingDecision applies repairHanging's rules: the marker to write (commit), or a status and a
+// note saying why none is written now.
+func hangingDecision(h kafkatxn.Hanging, txns []txlog.PartitionTxn) (commit bool, status, note string) {
+	var commits, aborts, waiting, heuristic []string
+	if len(txns) == 0 || txns[0].FirstOffset != h.StartOffset {
+		aborts = append(aborts, fmt.Sprintf("records from offset %d never logged prepared", h.StartOffset))
+	}
+	for _, t := range txns {
+		switch t.State {
+		case coord.StateCommitted:
+			commits = append(commits, t.ID)
+		case coord.StateAborted:
+			aborts = append(aborts, t.ID)
+		case coord.StateHeuristic, coord.StateHeuristicMixed:
+			heuristic = append(heuristic, t.ID)
+		default:
+			waiting = append(waiting, t.ID+" ("+string(t.State)+")")
+		}
+	}
+	where := fmt.Sprintf("%s/%d from offset %d (producer %d of %s)", h.Topic, h.Partition, h.StartOffset, h.ProducerID, h.TransactionalID)
+	switch {
+	case len(heuristic) > 0:
+		return false, kafkatxn.HangingCannotRepair, fmt.Sprintf("the open transaction on %s holds records of %s, which an operator must decide first; then write the marker by hand (kafka-transactions.sh abort, for an abort)",
+			where, strings.Join(heuristic, ", "))
+	case len(commits) > 0 && len(aborts) > 0:
+		return false, kafkatxn.HangingCannotRepair, fmt.Sprintf("the open transaction on %s holds records of transactions that committed (%s) and of others that aborted (%s): one marker decides them all, so no marker can be right; repair the data by hand",
+			where, strings.Join(commits, ", "), strings.Join(aborts, ", "))
+	case len(waiting) > 0:
+		return false, kafkatxn.HangingWaiting, fmt.Sprintf("the open transaction on %s holds records of %s, not decided yet: recovery decides first, then the marker follows", where, strings.Join(waiting, ", "))
+	}
+	return len(commits) > 0, "", ""
+}
+
+// healQuarantine returns to the pool every quarantined id that no transaction in doubt names
+// any more, once no request can still be running with it (QuarantineGrace): a quarantine whose
+// release was missed (an id left quarantined before its row named it, a failed
+// re-initialisation, a restart of Kafka while it was released) never leaks. The new client's
+// InitProducerId aborts what may still be open on the id, which only a transaction never
+// logged prepared can be (I3, I6).
+func (l *Loop) healQuarantine(ctx context.Context, st *Stats) error {
+	if l.kafka == nil {
+		return nil
+	}
+	var errs error
+	for id, since := range l.kafka.QuarantinedSince() {
+		if time.Since(since) < l.cfg.QuarantineGrace {
+			continue
+		}
+		busy, err := l.log.TransactionalIDInDoubt(ctx, id)
+		if err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		if busy {
+			continue
+		}
+		if err := l.kafka.Unquarantine(ctx, id); err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		st.Healed++
+	}
+	return errs
+}

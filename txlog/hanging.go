@@ -1,0 +1,64 @@
+package txlog
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// PartitionTxn is a logged transaction with records on one partition, and the offset of its first
+// record there.
+type PartitionTxn struct {
+	*coord.Transaction
+	FirstOffset int64
+}
+
+// TransactionsOnPartition returns the logged transactions of one producer (transactional id and
+// producer id) with a record on the partition at or after offset from, by their first offset
+// there: the transactions whose records a transaction left open on that partition since from
+// holds (a hanging transaction, kafkatxn/hanging.go). Records are logged with prepared, so a
+// transaction that was never prepared is not among them.
+func (l *Log) TransactionsOnPartition(ctx context.Context, transactionalID string, producerID int64,
+	topic string, partition int32, from int64) ([]PartitionTxn, error) {
+	rows, err := l.pool.Query(ctx, `SELECT * FROM (
+	SELECT `+columns+`, (SELECT min((r->>'offset')::bigint) FROM jsonb_array_elements(kafka_records) r
+		WHERE r->>'topic' = $3 AND (r->>'partition')::int = $4) AS first_offset
+	FROM coordinator_transactions
+	WHERE transactional_id = $1 AND producer_id = $2
+	  AND kafka_records @> jsonb_build_array(jsonb_build_object('topic', $3::text, 'partition', $4::int))
+) t WHERE first_offset >= $5 ORDER BY first_offset`, transactionalID, producerID, topic, partition, from)
+	if err != nil {
+		return nil, fmt.Errorf("txlog: transactions on %s/%d: %w", topic, partition, err)
+	}
+	defer rows.Close()
+	var out []PartitionTxn
+	for rows.Next() {
+		var pt PartitionTxn
+		t, err := scan(extraRow{Row: rows, extra: []any{&pt.FirstOffset}})
+		if err != nil {
+			return nil, fmt.Errorf("txlog: transactions on %s/%d: %w", topic, partition, err)
+		}
+		pt.Transaction = t
+		out = append(out, pt)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("txlog: transactions on %s/%d: %w", topic, partition, err)
+	}
+	return out, nil
+}
+
+// RecentTopics lists the Kafka topics of the transactions logged within the last period (the
+// topics a hanging-transaction scan must look at after a restart of the coordinator).
+func (l *Log) RecentTopics(ctx context.Context, period time.Duration) ([]string, error) {
+	rows, err := l.pool.Query(ctx, `SELECT DISTINCT r->>'topic' FROM coordinator_transactions,
+	jsonb_array_elements(kafka_records) r
+WHERE created_at > now() - $1 * interval '1 second' AND kafka_records <> '[]'`, period.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("txlog: recent topics: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
