@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -69,7 +72,33 @@ func (s *Server) decodeAdmin(w http.ResponseWriter, r *http.Request, allowOutcom
 	if !allowOutcome && in.Outcome != "" {
 		return adminRequest{}, &coord.InvalidError{Field: "outcome", Reason: "only resolve takes an outcome"}
 	}
+	if err := checkReason(in.Reason); err != nil {
+		return adminRequest{}, err
+	}
 	return in, nil
+}
+
+// maxReason bounds an operator's reason (it is stored in the event history).
+const maxReason = 2000
+
+// checkReason refuses, before anything happens, a reason the event history could not store or
+// a reader could be misled by: the action and its record must not come apart (audit).
+func checkReason(reason string) error {
+	if !utf8.ValidString(reason) {
+		return &coord.InvalidError{Field: "reason", Reason: "must be valid UTF-8"}
+	}
+	if n := utf8.RuneCountInString(reason); n > maxReason {
+		return &coord.InvalidError{Field: "reason", Reason: fmt.Sprintf("%d characters, at most %d", n, maxReason)}
+	}
+	for i, r := range reason {
+		if r == '\n' || r == '\t' {
+			continue
+		}
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r) {
+			return &coord.InvalidError{Field: "reason", Reason: fmt.Sprintf("control character U+%04X at byte %d (only line breaks and tabs are allowed)", r, i)}
+		}
+	}
+	return nil
 }
 
 // lookup finds the transaction of the request id in the path (its gid may carry another

@@ -293,6 +293,9 @@ func TestAdminInDoubt(t *testing.T) {
 	}{
 		{"abort prepared while Kafka would commit", "prep/abort", `{"reason":"stuck"}`, http.StatusConflict, "not_allowed",
 			"", "prepared: Kafka decides; abort would break atomicity", "prepared", "refused"},
+		{"abort with a NUL in the reason", "act/abort", `{"reason":"a\u0000b"}`, http.StatusBadRequest, "invalid_request", "reason", "", "active", ""},
+		{"abort with a control character in the reason", "act/abort", `{"reason":"ok\u001b[2Jcleared"}`, http.StatusBadRequest, "invalid_request", "reason", "", "active", ""},
+		{"resolve with a bidi override in the reason", "mixed/resolve", `{"outcome":"committed","reason":"x\u202ey"}`, http.StatusBadRequest, "invalid_request", "reason", "", "heuristic_mixed", ""},
 		{"abort active", "act/abort", `{"reason":"customer cancelled"}`, http.StatusOK, "", "", "", "aborted", "aborted"},
 		{"abort aborted is a no-op", "act/abort", "", http.StatusOK, "", "", "", "aborted", "aborted"},
 		{"retry prepared commits", "prep/retry", `{"reason":"recover now"}`, http.StatusOK, "", "", "", "committed", "committed"},
