@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/go-chi/chi/v5"
 
@@ -257,8 +258,32 @@ type listResponse struct {
 	Next         string               `json:"next,omitempty"`
 }
 
+// listParams are the query parameters of GET /v1/transactions.
+var listParams = []string{"state", "limit", "after", "older_than"}
+
+// checkQuery refuses a parameter given twice, given empty, or holding a NUL or another control
+// character: each has one meaning, and an empty one is a mistake rather than "unset".
+func checkQuery(q url.Values, names ...string) error {
+	for _, name := range names {
+		vs, ok := q[name]
+		switch {
+		case !ok:
+		case len(vs) > 1:
+			return &coord.InvalidError{Field: name, Reason: "given more than once"}
+		case vs[0] == "":
+			return &coord.InvalidError{Field: name, Reason: "empty: leave it out instead"}
+		case strings.ContainsFunc(vs[0], unicode.IsControl):
+			return &coord.InvalidError{Field: name, Reason: "contains a control character"}
+		}
+	}
+	return nil
+}
+
 func (s *Server) listTransactions(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
+	if err := checkQuery(q, listParams...); err != nil {
+		return err
+	}
 	var state coord.State
 	if v := q.Get("state"); v != "" && v != stateInDoubt {
 		st, ok := coord.ParseState(v)
