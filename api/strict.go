@@ -82,7 +82,7 @@ func checkContentType(ct string) error {
 		return fmt.Errorf("%w: Content-Type %q; the body must be application/json", errUnsupportedMediaType, truncate(ct, 64))
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return fmt.Errorf("%w: charset %q; the body must be UTF-8", errUnsupportedMediaType, truncate(cs, 32))
+		return fmt.Errorf("%w: charset %q; the body must be application/json in UTF-8", errUnsupportedMediaType, truncate(cs, 32))
 	}
 	return nil
 }
