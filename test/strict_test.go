@@ -139,7 +139,7 @@ func TestPathIDs(t *testing.T) {
 	}{
 		{"/v1/transactions/plain-1", http.StatusOK},
 		{"/v1/transactions/with:colon", http.StatusOK},
-		{"/v1/transactions/with%3Acolon", http.StatusOK}, // decoded once: with:colon
+		{"/v1/transactions/with%3Acolon", http.StatusOK},           // decoded once: with:colon
 		{"/v1/transactions/with%253Acolon", http.StatusBadRequest}, // decoded once: with%3Acolon, not an id
 		{"/v1/transactions/plain%2D1", http.StatusOK},
 		{"/v1/transactions/PLAIN-1", http.StatusNotFound}, // exact: case matters
