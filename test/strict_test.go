@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -197,5 +198,38 @@ func TestStatusesTellTheTruth(t *testing.T) {
 			assert.Equal(t, tc.sqlstate, r.str("error", "sqlstate"), "%s", r.Raw)
 		})
 	}
+	assert.Empty(t, e.preparedLeft())
+}
+
+// TestPoolWaitBounded: the wait for a transactional id is bounded by the request's budget and
+// answered 503 with Retry-After; nothing is left prepared and the row is aborted.
+func TestPoolWaitBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{poolSize: 1})
+	marker := "pool_" + randHex(4)
+	done := make(chan response, 1)
+	go func() {
+		done <- e.postQuiet(fmt.Sprintf(`{"id":"holder","sql":[{"statement":"SELECT pg_sleep(3), '%s'"}],"kafka":[{"topic":%q,"key":"holder","value":"v"}],"timeout_ms":20000}`, marker, e.topic))
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, leased, _ := e.svc.Kafka.Usage()
+		if leased == 1 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the first request never leased the id")
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	r, h := sendAs(t, "", http.MethodPost, e.srv.URL+"/v1/transactions", fmt.Sprintf(`{"id":"waiter","sql":[{"statement":"INSERT INTO orders (id, total) VALUES ('waiter', 1)"}],"kafka":[{"topic":%q,"key":"waiter","value":"v"}],"timeout_ms":300}`, e.topic))
+	require.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Raw)
+	assert.NotEmpty(t, h.Get("Retry-After"))
+	assert.Equal(t, "aborted", r.str("state"))
+	assert.Equal(t, "retriable", r.str("error", "class"))
+	assert.Contains(t, r.str("error", "message"), "no transactional id free")
+	assert.Zero(t, countRows(t, e.db, "waiter"))
+
+	holder := <-done
+	assert.Equal(t, http.StatusOK, holder.Status, "%s", holder.Raw)
 	assert.Empty(t, e.preparedLeft())
 }
