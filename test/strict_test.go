@@ -233,3 +233,19 @@ func TestPoolWaitBounded(t *testing.T) {
 	assert.Equal(t, http.StatusOK, holder.Status, "%s", holder.Raw)
 	assert.Empty(t, e.preparedLeft())
 }
+
+// TestOlderThanUnits: every unit older_than documents is read, also below PostgreSQL's
+// resolution (found by schemathesis: "3µs" reached PostgreSQL as an interval it cannot read).
+func TestOlderThanUnits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	r := e.post(`{"id":"aged","sql":[{"statement":"SELECT 1"}]}`)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	for _, v := range []string{"79ns", "3us", "3µs", "1ms", "0s", "0", "1.5h", "1h30m", "90"} {
+		for _, state := range []string{"", "&state=committed", "&state=in-doubt"} {
+			q := "/v1/transactions?older_than=" + url.QueryEscape(v) + state
+			r := e.do(http.MethodGet, q, nil)
+			assert.Equal(t, http.StatusOK, r.Status, "%s: %s", q, r.Raw)
+		}
+	}
+}
