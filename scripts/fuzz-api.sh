@@ -85,7 +85,8 @@ log "coordinator dev at $BASE (PostgreSQL $DSN)"
 log "schemathesis $SCHEMATHESIS_VERSION: all operations and phases, $FUZZ_EXAMPLES examples, at most ${FUZZ_MAX_TIME}s, seed $FUZZ_SEED"
 failed=()
 start=$SECONDS
-"$VENV/bin/schemathesis" run "$BASE/openapi.yaml" \
+# From the work directory: schemathesis keeps its cache (.schemathesis) in the current one.
+(cd "$WORK" && "$VENV/bin/schemathesis" run "$BASE/openapi.yaml" \
   --url "$BASE" \
   --phases examples,coverage,fuzzing,stateful \
   --checks "${FUZZ_CHECKS:-all}" \
@@ -99,7 +100,7 @@ start=$SECONDS
   --continue-on-failure \
   --suppress-health-check all \
   --report junit,ndjson --report-dir "$REPORT" \
-  --output-truncate true \
+  --output-truncate true) \
   || failed+=("schemathesis")
 log "schemathesis ran for $((SECONDS - start))s"
 # The server must still be alive and ready after the run.
