@@ -2,10 +2,8 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"unicode"
@@ -58,16 +56,8 @@ func (s *Server) writeTransaction(w http.ResponseWriter, r *http.Request, status
 // decodeAdmin reads an admin action's body strictly; an empty body is an empty request.
 func (s *Server) decodeAdmin(w http.ResponseWriter, r *http.Request, allowOutcome bool) (adminRequest, error) {
 	var in adminRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		if errors.Is(err, io.EOF) {
-			return adminRequest{}, nil
-		}
-		return adminRequest{}, decodeError(err, s.cfg.MaxBodyBytes)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return adminRequest{}, &coord.InvalidError{Field: "body", Reason: "unexpected data after the JSON object"}
+	if _, err := s.readJSON(w, r, &in, true); err != nil {
+		return adminRequest{}, err
 	}
 	if !allowOutcome && in.Outcome != "" {
 		return adminRequest{}, &coord.InvalidError{Field: "outcome", Reason: "only resolve takes an outcome"}
@@ -104,7 +94,11 @@ func checkReason(reason string) error {
 // lookup finds the transaction of the request id in the path (its gid may carry another
 // instance's prefix).
 func (s *Server) lookup(r *http.Request) (*coord.Transaction, error) {
-	return s.log.Get(r.Context(), chi.URLParam(r, "id"))
+	id, err := pathID(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.log.Get(r.Context(), id)
 }
 
 // retryTransaction runs the recovery rules for one transaction now and returns it.

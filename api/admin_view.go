@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -122,15 +123,24 @@ func parseOlderThan(q url.Values) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
+	if !olderThanPattern.MatchString(v) {
+		return 0, &coord.InvalidError{Field: "older_than", Reason: fmt.Sprintf("%q is not whole seconds or a duration such as 30s, 5m or 1h", truncate(v, 40))}
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return time.Duration(n) * time.Second, nil // plain seconds; at most 9 digits, no overflow
+	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		if n, nerr := strconv.Atoi(v); nerr == nil && n >= 0 {
-			return time.Duration(n) * time.Second, nil // plain seconds
-		}
-		return 0, &coord.InvalidError{Field: "older_than", Reason: fmt.Sprintf("%q is not a duration such as 30s, 5m or 1h", v)}
+	if err != nil {
+		return 0, &coord.InvalidError{Field: "older_than", Reason: fmt.Sprintf("%q: %v", truncate(v, 40), err)}
 	}
 	return d, nil
 }
+
+// OlderThanPattern is the form of older_than (the OpenAPI document gives the same pattern):
+// whole seconds, or a Go duration without sign.
+const OlderThanPattern = `^([0-9]{1,9}|([0-9]{1,12}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h))+)$`
+
+var olderThanPattern = regexp.MustCompile(OlderThanPattern)
 
 // listInDoubt answers GET /v1/transactions?state=in-doubt: newest first (by since), paged.
 func (s *Server) listInDoubt(w http.ResponseWriter, r *http.Request, olderThan time.Duration, limit int, after string) error {

@@ -87,20 +87,18 @@ var (
 const MinTokenLength = 16
 
 // ParseTokens reads COORDINATOR_TOKENS: entries "name:role[,role]:token" separated by ";" or
-// white space (newlines in a file). Errors name the entry by position and name, never the
-// token.
+// white space (newlines in a file). Errors name the entry by its position only: no part of a
+// malformed entry is printed back, since a misplaced token would sit where the name or the
+// role is expected.
 func ParseTokens(s string) ([]Token, error) {
 	var out []Token
 	names := map[string]bool{}
-	secrets := map[[32]byte]string{}
+	secrets := map[[32]byte]int{}
 	entries := strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ' ' || r == '\t' || r == '\n' || r == '\r' })
 	for i, e := range entries {
 		name, rest, ok1 := strings.Cut(e, ":")
 		roleList, secret, ok2 := strings.Cut(rest, ":")
 		where := fmt.Sprintf("COORDINATOR_TOKENS: entry %d", i+1)
-		if ok1 {
-			where += fmt.Sprintf(" (name %q)", name)
-		}
 		if !ok1 || !ok2 {
 			return nil, fmt.Errorf("%s is not name:role[,role]:token", where)
 		}
@@ -115,7 +113,7 @@ func ParseTokens(s string) ([]Token, error) {
 		for _, r := range strings.Split(roleList, ",") {
 			role := Role(strings.ToLower(strings.TrimSpace(r)))
 			if !slices.Contains(Roles, role) {
-				return nil, fmt.Errorf("%s: unknown role %q (want submit, read or admin)", where, r)
+				return nil, fmt.Errorf("%s: an unknown role (want submit, read or admin, separated by commas)", where)
 			}
 			if !slices.Contains(roles, role) {
 				roles = append(roles, role)
@@ -129,9 +127,9 @@ func ParseTokens(s string) ([]Token, error) {
 		}
 		sum := sha256.Sum256([]byte(secret))
 		if other, dup := secrets[sum]; dup {
-			return nil, fmt.Errorf("%s: the same token as %q; give every client its own", where, other)
+			return nil, fmt.Errorf("%s: the same token as entry %d; give every client its own", where, other)
 		}
-		secrets[sum] = name
+		secrets[sum] = i + 1
 		out = append(out, Token{Name: name, Roles: roles, Secret: Secret(secret)})
 	}
 	return out, nil
@@ -230,7 +228,9 @@ func (s *Server) authenticate() func(http.Handler) http.Handler {
 			}
 			presented, ok := bearer(r)
 			if !ok {
-				s.cfg.Logger.Debug("request refused: no bearer token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+				if ok, dropped := s.refusalLog.allow(); ok {
+					s.cfg.Logger.Debug("request refused: no bearer token", refusalAttrs(r, dropped)...)
+				}
 				w.Header().Set("WWW-Authenticate", realm)
 				writeJSON(w, http.StatusUnauthorized, errorBody{Error: errorDetail{Class: "unauthorized",
 					Message: "missing bearer token: send the header Authorization: Bearer <token>"}})
@@ -238,15 +238,19 @@ func (s *Server) authenticate() func(http.Handler) http.Handler {
 			}
 			tok, ok := keys.lookup(presented)
 			if !ok {
-				s.cfg.Logger.Warn("request refused: unknown bearer token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+				if ok, dropped := s.refusalLog.allow(); ok {
+					s.cfg.Logger.Warn("request refused: unknown bearer token", refusalAttrs(r, dropped)...)
+				}
 				w.Header().Set("WWW-Authenticate", realm+`, error="invalid_token", error_description="unknown token"`)
 				writeJSON(w, http.StatusUnauthorized, errorBody{Error: errorDetail{Class: "unauthorized",
 					Message: "invalid bearer token"}})
 				return
 			}
 			if !tok.Has(role) {
-				s.cfg.Logger.Warn("request refused: token lacks the role", "token", tok.Name, "role", string(role),
-					"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+				if ok, dropped := s.refusalLog.allow(); ok {
+					s.cfg.Logger.Warn("request refused: token lacks the role", refusalAttrs(r, dropped,
+						slog.String("token", tok.Name), slog.String("role", string(role)))...)
+				}
 				w.Header().Set("WWW-Authenticate", realm+`, error="insufficient_scope", scope="`+string(role)+`"`)
 				writeJSON(w, http.StatusForbidden, errorBody{Error: errorDetail{Class: "forbidden",
 					Message: fmt.Sprintf("token %q lacks the %s role that %s %s needs", tok.Name, role, r.Method, r.URL.Path)}})
@@ -262,6 +266,7 @@ func (s *Server) authenticate() func(http.Handler) http.Handler {
 func (s *Server) middleware() []func(http.Handler) http.Handler {
 	return []func(http.Handler) http.Handler{
 		s.instrument(), // metrics.go: counts refused requests too
+		s.limit(),      // limits.go: before auth, so that a flood of bad tokens is bounded too
 		s.authenticate(),
 	}
 }

@@ -83,6 +83,20 @@ func TestParseTokens(t *testing.T) {
 		assert.Contains(t, err.Error(), "COORDINATOR_TOKENS", name)
 		assert.NotContains(t, err.Error(), "s3cr3t", "%s: the error shows the token", name)
 	}
+
+	// A token in the name's or the role's place is not printed back either.
+	misplaced := map[string]string{
+		"token as the role": "ci:" + secret + ":" + secret + "x",
+		"swapped":           secret + ":ci:submit",
+		"no colons":         secret,
+		"short, in order":   "ci:submit:" + secret[:8],
+	}
+	for name, in := range misplaced {
+		_, err := ParseTokens(in)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), "entry 1", name)
+		assert.NotContains(t, err.Error(), secret[:8], "%s: the error prints part of the entry", name)
+	}
 }
 
 func TestSecretNeverPrints(t *testing.T) {

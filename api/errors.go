@@ -11,6 +11,9 @@ import (
 var (
 	// errBodyTooLarge: the body exceeds the configured limit (413); nothing was run.
 	errBodyTooLarge = errors.New("request body too large")
+	// errOverloaded: too many requests in flight, or too much memory held by request bodies
+	// (limits.go); nothing was run: retry after Retry-After (429).
+	errOverloaded = errors.New("server busy")
 )
 
 // statusTable maps each sentinel to its HTTP status: the one place where errors become
@@ -21,6 +24,8 @@ var statusTable = []struct {
 	class  string
 }{
 	{errBodyTooLarge, http.StatusRequestEntityTooLarge, "invalid_request"},
+	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
+	{errOverloaded, http.StatusTooManyRequests, "overloaded"},
 	{coord.ErrInvalidRequest, http.StatusBadRequest, "invalid_request"},
 	{coord.ErrIDConflict, http.StatusUnprocessableEntity, "id_conflict"},
 	{coord.ErrNotFound, http.StatusNotFound, "not_found"},

@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/go-chi/chi/v5"
 
@@ -29,8 +33,12 @@ var OpenAPI []byte
 // Config tunes the HTTP layer.
 type Config struct {
 	MaxBodyBytes int64
-	Logger       *slog.Logger
-	Tokens       []Token // bearer tokens (auth.go); none: the API is open
+	// MaxInFlight and MaxBodyMemory bound the requests served at once and the bytes their
+	// bodies hold (limits.go); 0: no bound.
+	MaxInFlight   int
+	MaxBodyMemory int64
+	Logger        *slog.Logger
+	Tokens        []Token // bearer tokens (auth.go); none: the API is open
 }
 
 // Deps are the services the handlers use. SQL and Kafka serve the admin views (Kafka is nil
@@ -51,6 +59,10 @@ type Server struct {
 	log      *txlog.Log
 	recovery *recovery.Loop
 	deps     Deps
+
+	inFlight   atomic.Int64 // requests being served (limits.go)
+	bodyMemory atomic.Int64 // bytes reserved by their bodies
+	refusalLog *logLimiter  // refused requests (auth, overload) are logged at this rate
 }
 
 // NewServer returns the API's handlers.
@@ -61,7 +73,8 @@ func NewServer(cfg Config, d Deps) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Server{cfg: cfg, coord: d.Coord, log: d.Log, recovery: d.Recovery, deps: d}
+	return &Server{cfg: cfg, coord: d.Coord, log: d.Log, recovery: d.Recovery, deps: d,
+		refusalLog: newLogLimiter(10, 10*time.Second)}
 }
 
 // Handler returns the router: middleware (auth.go, metrics), the transaction API (this file),
@@ -92,6 +105,10 @@ func (s *Server) handle(h func(w http.ResponseWriter, r *http.Request) error) ht
 			return
 		}
 		status, class := statusOf(err)
+		if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+			// Nothing was left prepared: the same request may be sent again, after a pause.
+			w.Header().Set("Retry-After", retryAfterSeconds)
+		}
 		var oe *coord.OutcomeError
 		if errors.As(err, &oe) && oe.Txn != nil {
 			// 409/202/503 with the transaction: its error says which participant and why.
@@ -141,27 +158,26 @@ func (s *Server) createTransaction(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
-// decode reads the body strictly: unknown fields, wrong types, trailing data and oversized
-// bodies are refused with the field named, before anything runs.
+// MinTimeoutMS is the smallest timeout_ms accepted: a smaller budget cannot even cover
+// writing the log row, and would only ever answer that it ran out.
+const MinTimeoutMS = 100
+
+// decode reads the body strictly (strict.go): unknown or mis-cased fields, duplicate keys,
+// wrong types, numbers out of range, NUL characters, trailing data and oversized bodies are
+// refused with the field named, before anything runs.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request) (coord.Request, error) {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
 	var in transactionRequest
-	if err := dec.Decode(&in); err != nil {
-		return coord.Request{}, decodeError(err, s.cfg.MaxBodyBytes)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return coord.Request{}, decodeError(err, s.cfg.MaxBodyBytes)
-		}
-		return coord.Request{}, &coord.InvalidError{Field: "body", Reason: "unexpected data after the JSON object"}
+	if _, err := s.readJSON(w, r, &in, false); err != nil {
+		return coord.Request{}, err
 	}
 	req := coord.Request{ID: in.ID, SQL: in.SQL, Kafka: in.Kafka}
 	if in.TimeoutMS != nil {
-		if *in.TimeoutMS <= 0 {
-			return coord.Request{}, &coord.InvalidError{Field: "timeout_ms", Reason: "must be a positive number of milliseconds"}
+		if *in.TimeoutMS < MinTimeoutMS {
+			return coord.Request{}, &coord.InvalidError{Field: "timeout_ms", Reason: fmt.Sprintf(
+				"must be at least %d milliseconds (a smaller budget cannot cover writing the log)", MinTimeoutMS)}
+		}
+		if *in.TimeoutMS > math.MaxInt64/int64(time.Millisecond) {
+			return coord.Request{}, &coord.InvalidError{Field: "timeout_ms", Reason: "too large"}
 		}
 		req.Timeout = time.Duration(*in.TimeoutMS) * time.Millisecond
 	}
@@ -205,8 +221,32 @@ func typeName(e *json.UnmarshalTypeError) string {
 	return "of type " + e.Type.String()
 }
 
+// pathID is the {id} of the path, percent-decoded exactly once. chi matches the escaped path
+// when it differs from the decoded one (r.URL.RawPath is set: "a%2Fb") and then gives the
+// parameter still escaped; otherwise net/http has decoded it already.
+func pathID(r *http.Request) (string, error) {
+	id := chi.URLParam(r, "id")
+	if r.URL.RawPath != "" {
+		dec, err := url.PathUnescape(id)
+		if err != nil {
+			return "", &coord.InvalidError{Field: "id", Reason: "malformed percent-encoding"}
+		}
+		id = dec
+	}
+	if !coord.ValidID(id) {
+		// No transaction can have such an id: refused before any lookup (a NUL or a control
+		// character would otherwise reach PostgreSQL).
+		return "", &coord.InvalidError{Field: "id", Reason: "not a transaction id: 1-128 characters of [A-Za-z0-9._:-]"}
+	}
+	return id, nil
+}
+
 func (s *Server) getTransaction(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.coord.Get(r.Context(), chi.URLParam(r, "id"))
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	t, err := s.coord.Get(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -218,8 +258,32 @@ type listResponse struct {
 	Next         string               `json:"next,omitempty"`
 }
 
+// listParams are the query parameters of GET /v1/transactions.
+var listParams = []string{"state", "limit", "after", "older_than"}
+
+// checkQuery refuses a parameter given twice, given empty, or holding a NUL or another control
+// character: each has one meaning, and an empty one is a mistake rather than "unset".
+func checkQuery(q url.Values, names ...string) error {
+	for _, name := range names {
+		vs, ok := q[name]
+		switch {
+		case !ok:
+		case len(vs) > 1:
+			return &coord.InvalidError{Field: name, Reason: "given more than once"}
+		case vs[0] == "":
+			return &coord.InvalidError{Field: name, Reason: "empty: leave it out instead"}
+		case strings.ContainsFunc(vs[0], unicode.IsControl):
+			return &coord.InvalidError{Field: name, Reason: "contains a control character"}
+		}
+	}
+	return nil
+}
+
 func (s *Server) listTransactions(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
+	if err := checkQuery(q, listParams...); err != nil {
+		return err
+	}
 	var state coord.State
 	if v := q.Get("state"); v != "" && v != stateInDoubt {
 		st, ok := coord.ParseState(v)
@@ -265,6 +329,9 @@ func (s *Server) runRecovery(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, body)
 	return nil
 }
+
+// retryAfterSeconds is the Retry-After of 429 and 503 answers.
+const retryAfterSeconds = "1"
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

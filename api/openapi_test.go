@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -127,5 +128,105 @@ func TestOpenAPIResponses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// rawSpec is the whole document as generic YAML.
+func rawSpec(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, yaml.Unmarshal(api.OpenAPI, &m))
+	return m
+}
+
+// at follows keys through nested maps.
+func at(t *testing.T, v any, keys ...string) any {
+	t.Helper()
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		require.True(t, ok, "%q: not a mapping", k)
+		v, ok = m[k]
+		require.True(t, ok, "no key %q", k)
+	}
+	return v
+}
+
+// walkYAML calls f on every mapping of the document, with its path.
+func walkYAML(v any, path string, f func(path string, m map[string]any)) {
+	switch x := v.(type) {
+	case map[string]any:
+		f(path, x)
+		for k, c := range x {
+			walkYAML(c, path+"/"+k, f)
+		}
+	case []any:
+		for i, c := range x {
+			walkYAML(c, fmt.Sprintf("%s[%d]", path, i), f)
+		}
+	}
+}
+
+// TestOpenAPIResponsesHaveNoOneOf: response bodies are open objects (a Transaction carries an
+// error object too), so alternatives among them are anyOf: with oneOf, a body matching two
+// branches would be declared invalid.
+func TestOpenAPIResponsesHaveNoOneOf(t *testing.T) {
+	t.Parallel()
+	walkYAML(rawSpec(t)["paths"], "paths", func(path string, m map[string]any) {
+		if strings.Contains(path, "/responses/") {
+			assert.NotContains(t, m, "oneOf", "%s: use anyOf for overlapping response alternatives", path)
+		}
+	})
+}
+
+// TestOpenAPIAgreesWithServer: the forms the server checks are the ones the document gives.
+func TestOpenAPIAgreesWithServer(t *testing.T) {
+	t.Parallel()
+	s := rawSpec(t)
+	params := at(t, s, "paths", "/v1/transactions", "get", "parameters").([]any)
+	found := false
+	for _, p := range params {
+		if pm, ok := p.(map[string]any); ok && pm["name"] == "older_than" {
+			found = true
+			assert.Equal(t, api.OlderThanPattern, at(t, pm, "schema", "pattern"), "older_than: the server's pattern")
+		}
+	}
+	assert.True(t, found, "older_than is documented")
+
+	req := at(t, s, "components", "schemas", "TransactionRequest")
+	assert.EqualValues(t, api.MinTimeoutMS, at(t, req, "properties", "timeout_ms", "minimum"))
+	assert.Equal(t, at(t, req, "properties", "id", "pattern"), at(t, s, "components", "parameters", "ID", "schema", "pattern"),
+		"a path id has the form of a request id")
+	// "At least one of sql and kafka" is in the schema: anyOf of the two, each non-empty.
+	var required []string
+	for _, b := range at(t, req, "anyOf").([]any) {
+		field := at(t, b, "required").([]any)[0].(string)
+		required = append(required, field)
+		assert.EqualValues(t, 1, at(t, b, "properties", field, "minItems"), field)
+	}
+	assert.ElementsMatch(t, []string{"sql", "kafka"}, required)
+}
+
+// TestOpenAPIDocumentsRefusals: every operation but the open ones documents 429 (the in-flight
+// and body-memory bounds), every one with a body 415, every one with an {id} 400.
+func TestOpenAPIDocumentsRefusals(t *testing.T) {
+	t.Parallel()
+	exempt := map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+	for path, item := range rawSpec(t)["paths"].(map[string]any) {
+		for method, op := range item.(map[string]any) {
+			if !slices.Contains(httpMethods, method) {
+				continue
+			}
+			responses := at(t, op, "responses").(map[string]any)
+			where := strings.ToUpper(method) + " " + path
+			if !exempt[path] {
+				assert.Contains(t, responses, "429", where)
+			}
+			if _, body := op.(map[string]any)["requestBody"]; body {
+				assert.Contains(t, responses, "415", where)
+			}
+			if strings.Contains(path, "{id}") {
+				assert.Contains(t, responses, "400", where)
+			}
+		}
 	}
 }

@@ -68,8 +68,13 @@ func (l Limits) resolveStatement(field string, s *Statement) error {
 	return nil
 }
 
-// allowTopic refuses a topic outside the allowlist. field is "kafka[i]".
+// allowTopic refuses a topic that is not a legal Kafka topic name (Kafka's own rule: 1-249
+// characters of [A-Za-z0-9._-], not "." or ".."), before anything runs, and a topic outside
+// the allowlist. field is "kafka[i]".
 func (l Limits) allowTopic(field, topic string) error {
+	if !topicChars.MatchString(topic) || topic == "." || topic == ".." {
+		return invalid(field+".topic", "not a Kafka topic name: 1-249 characters of [A-Za-z0-9._-], not \".\" or \"..\"")
+	}
 	if len(l.Topics) == 0 {
 		return nil
 	}

@@ -118,6 +118,12 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 	stored, created, err := c.log.Begin(ctx, t)
 	c.observeSince(PhaseLogBegin, start)
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The request's own budget was too small to log it: the caller's choice, not an
+			// outage, and nothing of the request ran (a row that did get written is active, and
+			// recovery presumes it aborted).
+			return nil, invalid("timeout_ms", fmt.Sprintf("the time budget of %s ran out before the transaction was logged; nothing was run: send it again with a larger timeout_ms", budget))
+		}
 		return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: fmt.Errorf("log begin: %w", err)}
 	}
 	if !created {

@@ -114,3 +114,7 @@ type Event struct {
 	Detail    json.RawMessage `json:"detail,omitempty"`
 	CreatedAt time.Time       `json:"created_at"`
 }
+
+// ValidID reports whether id can be a request id (Request.Validate's rule): a lookup by any
+// other string cannot find anything.
+func ValidID(id string) bool { return idPattern.MatchString(id) }

@@ -6,6 +6,8 @@
 #   3. go test ./...               against the real broker and database
 #   4. go test ./test/...          again, against the in-process kfake
 #                                  (KAFKA_BROKERS empty, TEST_KAFKA=kfake)
+#   5. scripts/fuzz-api.sh         schemathesis against `coordinator dev`
+#                                  (its own PostgreSQL and Kafka)
 #
 # Every step runs even when an earlier go step failed; the exit status is
 # non-zero when any step failed. go output is passed through unchanged.
@@ -38,6 +40,9 @@ if [[ -d test && -n "$(find test -name '*.go' -print -quit)" ]]; then
 else
   echo "== go test ./test/... (kfake): no packages under ./test, skipped" >&2
 fi
+
+echo "== scripts/fuzz-api.sh (schemathesis against coordinator dev)" >&2
+bash scripts/fuzz-api.sh || failed+=("scripts/fuzz-api.sh (schemathesis)")
 
 if ((${#failed[@]})); then
   printf '== FAILED: %s\n' "${failed[@]}" >&2

@@ -34,6 +34,15 @@ type Config struct {
 	// StatementRole is the role client statements run as, per transaction
 	// (COORDINATOR_STATEMENT_ROLE); empty: the login's own role.
 	StatementRole string
+	// HTTP server bounds (Serve): a client slower than these is disconnected.
+	ReadHeaderTimeout time.Duration // COORDINATOR_READ_HEADER_TIMEOUT: to send the request's headers
+	ReadTimeout       time.Duration // COORDINATOR_READ_TIMEOUT: to send the whole request, body included
+	WriteTimeout      time.Duration // COORDINATOR_WRITE_TIMEOUT: from the headers read to the answer written; 0: HTTPWriteTimeout's default
+	IdleTimeout       time.Duration // COORDINATOR_IDLE_TIMEOUT: a keep-alive connection without a request
+	// MaxInFlight bounds the requests served at once, MaxBodyMemory the bytes their bodies hold
+	// together; beyond either the answer is 429 (api/limits.go).
+	MaxInFlight   int   // COORDINATOR_MAX_IN_FLIGHT
+	MaxBodyMemory int64 // COORDINATOR_MAX_BODY_MEMORY
 	// RecoveryInterval is the period of the recovery loop (COORDINATOR_RECOVERY_INTERVAL).
 	RecoveryInterval time.Duration
 	// InstanceLease: an instance silent for longer (and whose lock is free) is taken over
@@ -76,11 +85,31 @@ func Defaults() Config {
 		MaxRecords:      1000,
 		MaxConns:        64,
 
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxInFlight:       512,
+		MaxBodyMemory:     64 << 20,
+
 		RecoveryInterval: 5 * time.Second,
 		InstanceLease:    15 * time.Second,
 		ClaimWait:        10 * time.Second,
 		ShutdownTimeout:  25 * time.Second,
 	}
+}
+
+// writeTimeoutMargin is what the default write timeout adds to COORDINATOR_MAX_TIMEOUT: phase 2
+// and the final log write run on after the budget (coord.Config.FinishTimeout, 30 s), and the
+// answer must still be written.
+const writeTimeoutMargin = time.Minute
+
+// HTTPWriteTimeout is the HTTP server's write timeout: COORDINATOR_WRITE_TIMEOUT, or
+// COORDINATOR_MAX_TIMEOUT plus a minute.
+func (c Config) HTTPWriteTimeout() time.Duration {
+	if c.WriteTimeout > 0 {
+		return c.WriteTimeout
+	}
+	return c.MaxTimeout + writeTimeoutMargin
 }
 
 // Load reads the environment over the defaults.
@@ -131,12 +160,21 @@ func Load(getenv func(string) string) (Config, error) {
 	duration("KAFKA_TRANSACTION_TIMEOUT", &c.KafkaTxnTimeout)
 	duration("COORDINATOR_DEFAULT_TIMEOUT", &c.DefaultTimeout)
 	duration("COORDINATOR_MAX_TIMEOUT", &c.MaxTimeout)
-	var body, conns int
+	var body, conns, bodyMemory int
 	integer("COORDINATOR_MAX_BODY_BYTES", &body)
 	integer("COORDINATOR_DB_MAX_CONNS", &conns)
+	integer("COORDINATOR_MAX_BODY_MEMORY", &bodyMemory)
 	if body != 0 {
 		c.MaxBodyBytes = int64(body)
 	}
+	if bodyMemory != 0 {
+		c.MaxBodyMemory = int64(bodyMemory)
+	}
+	integer("COORDINATOR_MAX_IN_FLIGHT", &c.MaxInFlight)
+	duration("COORDINATOR_READ_HEADER_TIMEOUT", &c.ReadHeaderTimeout)
+	duration("COORDINATOR_READ_TIMEOUT", &c.ReadTimeout)
+	duration("COORDINATOR_WRITE_TIMEOUT", &c.WriteTimeout)
+	duration("COORDINATOR_IDLE_TIMEOUT", &c.IdleTimeout)
 	if conns != 0 {
 		c.MaxConns = int32(conns)
 	}
@@ -207,6 +245,30 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Sprintf("COORDINATOR_MAX_BODY_BYTES=%d: at least 1024", c.MaxBodyBytes))
+	}
+	if c.MaxBodyMemory < c.MaxBodyBytes {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_MAX_BODY_MEMORY=%d must be at least COORDINATOR_MAX_BODY_BYTES=%d (one largest body)", c.MaxBodyMemory, c.MaxBodyBytes))
+	}
+	if c.MaxInFlight < 1 {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_MAX_IN_FLIGHT=%d: at least 1", c.MaxInFlight))
+	}
+	for _, t := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"COORDINATOR_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout},
+		{"COORDINATOR_READ_TIMEOUT", c.ReadTimeout},
+		{"COORDINATOR_IDLE_TIMEOUT", c.IdleTimeout},
+	} {
+		if t.d < 100*time.Millisecond {
+			errs = append(errs, fmt.Sprintf("%s=%s: at least 100ms", t.key, t.d))
+		}
+	}
+	if c.ReadTimeout < c.ReadHeaderTimeout {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_READ_TIMEOUT=%s must be at least COORDINATOR_READ_HEADER_TIMEOUT=%s (it includes the headers)", c.ReadTimeout, c.ReadHeaderTimeout))
+	}
+	if c.WriteTimeout < 0 || c.WriteTimeout != 0 && c.WriteTimeout <= c.MaxTimeout {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_WRITE_TIMEOUT=%s must exceed COORDINATOR_MAX_TIMEOUT=%s: the answer of the longest request must still be written", c.WriteTimeout, c.MaxTimeout))
 	}
 	if c.MaxStatements < 1 || c.MaxRecords < 1 {
 		errs = append(errs, "COORDINATOR_MAX_STATEMENTS and COORDINATOR_MAX_RECORDS must be at least 1")

@@ -156,7 +156,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		logger.Warn("startup recovery pass incomplete; the loop retries", "error", err,
 			"resolved", st.Resolved, "failed", st.Failed)
 	}
-	s.API = api.NewServer(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger, Tokens: cfg.Tokens},
+	s.API = api.NewServer(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
+		MaxBodyMemory: cfg.MaxBodyMemory, Logger: logger, Tokens: cfg.Tokens},
 		api.Deps{Coord: s.Coord, Log: s.Log, Recovery: s.Recovery, SQL: s.SQL, Kafka: s.Kafka, Metrics: s.Metrics})
 	s.Metrics.WatchRecovery(s.Recovery)
 	if s.Kafka != nil {
@@ -190,6 +191,10 @@ func faultHook(point string, logger *slog.Logger) func(coord.FaultPoint) {
 	}
 }
 
+// MaxHeaderBytes bounds a request's headers (a bearer token and a few standard headers fit
+// many times over).
+const MaxHeaderBytes = 64 << 10
+
 // Handler is the HTTP API.
 func (s *Service) Handler() http.Handler { return s.API.Handler() }
 
@@ -211,8 +216,18 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	// Request contexts derive from base, so step 3 can cancel them all.
 	base, cancelRequests := context.WithCancel(context.Background())
 	defer cancelRequests()
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return base }}
+	srv := &http.Server{
+		Handler: s.Handler(),
+		// Slow or idle clients are disconnected (COORDINATOR_*_TIMEOUT): a connection cannot be
+		// held open by trickling headers or a body, or by idling between requests.
+		ReadHeaderTimeout: s.Config.ReadHeaderTimeout,
+		ReadTimeout:       s.Config.ReadTimeout,
+		WriteTimeout:      s.Config.HTTPWriteTimeout(),
+		IdleTimeout:       s.Config.IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.logger.Info("coordinator listening", "addr", ln.Addr().String(), "instance", s.Config.Instance)

@@ -30,6 +30,8 @@ const (
 	sqlstateSerializationFailure = "40001"
 	sqlstateDeadlockDetected     = "40P01"
 	sqlstateDuplicateObject      = "42710" // PREPARE TRANSACTION with a gid already in use
+	sqlstateProtocolViolation    = "08P01" // e.g. a statement given the wrong number of arguments
+	sqlstateQueryCanceled        = "57014" // statement_timeout, or the budget's cancel request
 )
 
 // classify turns a pgx error into a coord.Failure: the SQLSTATE is passed through; serialization
@@ -52,6 +54,12 @@ func classify(database string, err error) *coord.Failure {
 		switch {
 		case pe.Code == sqlstateSerializationFailure || pe.Code == sqlstateDeadlockDetected:
 			f.Class = coord.ClassRetriable
+		case pe.Code == sqlstateProtocolViolation || pe.Code == sqlstateQueryCanceled:
+			// The client's statement does not fit its arguments ("bind message supplies 1
+			// parameters, but prepared statement requires 2"): the request's fault, abortable,
+			// never "unavailable, safe to retry" although its class is 08. Likewise a statement
+			// cancelled by its statement_timeout or by the request's budget (57014).
+			f.Class = coord.ClassAbortable
 		case class == "08" || class == "57" || class == "53":
 			// connection exception, operator intervention (shutdown), insufficient resources
 			f.Class, f.Unavailable = coord.ClassRetriable, true

@@ -47,6 +47,8 @@ func TestClassifyPgError(t *testing.T) {
 		{"connection failure", "08006", coord.ClassRetriable, true},
 		{"connection exception", "08000", coord.ClassRetriable, true},
 		{"admin shutdown", "57P01", coord.ClassRetriable, true},
+		{"wrong number of arguments", "08P01", coord.ClassAbortable, false},
+		{"statement cancelled", "57014", coord.ClassAbortable, false},
 		{"too many connections", "53300", coord.ClassRetriable, true},
 		{"invalid password", "28P01", coord.ClassInvalidConfig, false},
 		{"invalid authorization", "28000", coord.ClassInvalidConfig, false},

@@ -419,7 +419,7 @@ func TestConfigFileRefusals(t *testing.T) {
 		{"not a boolean", db + "kafka_tls: maybe\n", []string{`KAFKA_TLS="maybe"`}},
 		{"list for a single value", db + "listen: [a, b]\n", []string{"listen: want a single value"}},
 		{"mapping for a single value", db + "instance: {a: b}\n", []string{"instance: want a single value"}},
-		{"bad token", db + "tokens: [\"ci:write:" + newSecret("bad") + "\"]\n", []string{"COORDINATOR_TOKENS", `unknown role "write"`}},
+		{"bad token", db + "tokens: [\"ci:write:" + newSecret("bad") + "\"]\n", []string{"COORDINATOR_TOKENS", "entry 1: an unknown role"}},
 		{"token field misspelt", db + "tokens: [{name: ci, role: [read], token: " + newSecret("bad") + "}]\n", []string{"tokens: item 1", "{name, roles, token}"}},
 		{"statement with COMMIT", db + "statements: {finish: COMMIT}\n", []string{"COORDINATOR_STATEMENTS", "COMMIT is not allowed"}},
 		{"given twice", db + "instance: a\ninstance: b\n", []string{`"instance" is given twice`}},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kpgtx/coordinator/coord"
 )
@@ -19,7 +20,9 @@ func decodeCursor(c string) (time.Time, string, error) {
 	if err == nil {
 		if at, gid, ok := strings.Cut(string(b), "|"); ok {
 			t, perr := time.Parse(time.RFC3339Nano, at)
-			if perr == nil {
+			// The gid goes into a query: a NUL or invalid UTF-8 (PostgreSQL refuses both) means
+			// the cursor was not ours.
+			if perr == nil && utf8.ValidString(gid) && !strings.ContainsRune(gid, 0) && t.Year() >= 1 && t.Year() <= 9999 {
 				return t, gid, nil
 			}
 		}

@@ -267,9 +267,11 @@ func (l *Log) ListOlder(ctx context.Context, state coord.State, olderThan time.D
 	rows, err := l.pool.Query(ctx, `SELECT `+columns+` FROM coordinator_transactions
 WHERE ($1 = '' OR state = $1)
   AND ($2::timestamptz IS NULL OR (created_at, gid) < ($2, $3))
-  AND ($5::interval = '0'::interval OR updated_at <= now() - $5::interval)
+  AND ($5::bigint = 0 OR updated_at <= now() - $5::bigint * interval '1 microsecond')
 ORDER BY created_at DESC, gid DESC
-LIMIT $4`, string(state), afterAt, afterGID, limit+1, olderThan.String())
+LIMIT $4`, string(state), afterAt, afterGID, limit+1, olderThan.Microseconds())
+	// (In microseconds, PostgreSQL's resolution: a Go duration's text, such as "3µs", is not an
+	// interval PostgreSQL reads.)
 	if err != nil {
 		return Page{}, fmt.Errorf("txlog: list: %w", err)
 	}

@@ -1,0 +1,345 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// Strict request decoding. encoding/json alone is lenient where a request must not be: it
+// matches field names without regard to case, keeps the last of duplicate keys, and lets a
+// NUL character through to PostgreSQL (which refuses it deep inside a transaction). Before a
+// body is unmarshalled, checkJSON walks its tokens (json.Decoder.Token) along the Go type it
+// is decoded into and refuses, naming the field by its path (sql[0].args[1]):
+//
+//   - a key that is not exactly a field's name (a case mismatch says which name was meant);
+//   - a key given twice in one object (also in headers);
+//   - a value of the wrong JSON type, or null where the field cannot be null (only pointer
+//     fields and statement arguments can);
+//   - an integer field whose number is not an integer of the field's size (1.5, 1e3,
+//     9223372036854775808): it is refused, never rounded or wrapped;
+//   - a number argument beyond float64 (1e400), which no SQL type takes as a number;
+//   - a NUL character in any string or key;
+//   - nesting deeper than maxDepth.
+//
+// The body must be declared as JSON (Content-Type application/json, charset utf-8 if any).
+
+// maxDepth bounds the nesting of a request body (statement arguments are scalars; the deepest
+// legitimate path is sql[i].args[j]).
+const maxDepth = 32
+
+// errUnsupportedMediaType: the body is not declared as JSON (415); nothing was run.
+var errUnsupportedMediaType = errors.New("unsupported media type")
+
+// readJSON reads the body of r strictly into v. optional: an empty body (no Content-Type
+// needed) leaves v as it is and reports empty.
+func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) (empty bool, err error) {
+	ct := r.Header.Get("Content-Type")
+	if ct != "" {
+		if err := checkContentType(ct); err != nil {
+			return false, err
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		return false, decodeError(err, s.cfg.MaxBodyBytes)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return true, nil
+		}
+		return false, &coord.InvalidError{Field: "body", Reason: "empty body: expected a JSON object"}
+	}
+	if ct == "" {
+		return false, fmt.Errorf("%w: the body must be sent with Content-Type: application/json", errUnsupportedMediaType)
+	}
+	if err := checkJSON(body, reflect.TypeOf(v).Elem()); err != nil {
+		return false, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return false, decodeError(err, s.cfg.MaxBodyBytes)
+	}
+	return false, nil
+}
+
+// checkContentType accepts application/json, with no charset or utf-8.
+func checkContentType(ct string) error {
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return fmt.Errorf("%w: Content-Type %q; the body must be application/json", errUnsupportedMediaType, truncate(ct, 64))
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return fmt.Errorf("%w: charset %q; the body must be application/json in UTF-8", errUnsupportedMediaType, truncate(cs, 32))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// checkJSON walks one JSON value along t (see the top of this file) and refuses trailing data.
+func checkJSON(body []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	w := walker{dec: dec}
+	if err := w.value(t, "", 0); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return &coord.InvalidError{Field: "body", Reason: "unexpected data after the JSON object"}
+	}
+	return nil
+}
+
+type walker struct{ dec *json.Decoder }
+
+func invalidAt(path, reason string) error {
+	if path == "" {
+		path = "body"
+	}
+	return &coord.InvalidError{Field: path, Reason: reason}
+}
+
+func (w walker) token() (json.Token, error) {
+	tok, err := w.dec.Token()
+	if err != nil {
+		return nil, decodeError(err, 0)
+	}
+	return tok, nil
+}
+
+// value reads the next value, which is decoded into a t, at path.
+func (w walker) value(t reflect.Type, path string, depth int) error {
+	if depth > maxDepth {
+		return invalidAt(path, fmt.Sprintf("nested deeper than %d levels", maxDepth))
+	}
+	tok, err := w.token()
+	if err != nil {
+		return err
+	}
+	nullable := false
+	for t.Kind() == reflect.Pointer {
+		t, nullable = t.Elem(), true
+	}
+	if tok == nil {
+		if nullable || t.Kind() == reflect.Interface {
+			return nil
+		}
+		return invalidAt(path, "must be "+kindName(t)+", not null")
+	}
+	switch t.Kind() {
+	case reflect.Interface:
+		return w.anyValue(tok, path, depth)
+	case reflect.Struct:
+		if tok != json.Delim('{') {
+			return invalidAt(path, "must be an object, not "+jsonKind(tok))
+		}
+		return w.object(path, depth, func(key string) (reflect.Type, string, error) {
+			f, ok := fieldByName(t, key)
+			if !ok {
+				if exact, ok := fieldByFold(t, key); ok {
+					return nil, "", invalidAt(join(path, key), fmt.Sprintf("unknown field; field names are case-sensitive: did you mean %q?", exact))
+				}
+				return nil, "", invalidAt(join(path, key), "unknown field")
+			}
+			return f.Type, join(path, key), nil
+		})
+	case reflect.Map:
+		if tok != json.Delim('{') {
+			return invalidAt(path, "must be an object, not "+jsonKind(tok))
+		}
+		return w.object(path, depth, func(key string) (reflect.Type, string, error) {
+			return t.Elem(), fmt.Sprintf("%s[%q]", path, key), nil
+		})
+	case reflect.Slice:
+		if tok != json.Delim('[') {
+			return invalidAt(path, "must be an array, not "+jsonKind(tok))
+		}
+		for i := 0; w.dec.More(); i++ {
+			if err := w.value(t.Elem(), fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+				return err
+			}
+		}
+		_, err := w.token() // ]
+		return err
+	case reflect.String:
+		s, ok := tok.(string)
+		if !ok {
+			return invalidAt(path, "must be a string, not "+jsonKind(tok))
+		}
+		return checkString(path, s)
+	case reflect.Bool:
+		if _, ok := tok.(bool); !ok {
+			return invalidAt(path, "must be true or false, not "+jsonKind(tok))
+		}
+		return nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, ok := tok.(json.Number)
+		if !ok {
+			return invalidAt(path, "must be an integer, not "+jsonKind(tok))
+		}
+		bits := t.Bits()
+		if _, err := strconv.ParseInt(string(n), 10, bits); err != nil {
+			lo, hi := int64(-1)<<(bits-1), int64(1<<(bits-1)-1)
+			return invalidAt(path, fmt.Sprintf("must be an integer from %d to %d, written without fraction or exponent; got %s", lo, hi, truncate(string(n), 40)))
+		}
+		return nil
+	}
+	return invalidAt(path, "cannot be decoded") // no request type has other kinds
+}
+
+// object reads the members of an object whose '{' was read; field gives a key's type and path.
+func (w walker) object(path string, depth int, field func(key string) (reflect.Type, string, error)) error {
+	seen := map[string]bool{}
+	for w.dec.More() {
+		tok, err := w.token()
+		if err != nil {
+			return err
+		}
+		key := tok.(string) // a key is always a string token
+		if strings.ContainsRune(key, 0) {
+			return invalidAt(path, "a key contains a NUL character (U+0000)")
+		}
+		ft, fpath, err := field(key)
+		if err != nil {
+			return err
+		}
+		if seen[key] {
+			return invalidAt(fpath, "duplicate key: each key may appear once")
+		}
+		seen[key] = true
+		if err := w.value(ft, fpath, depth+1); err != nil {
+			return err
+		}
+	}
+	_, err := w.token() // }
+	return err
+}
+
+// anyValue checks a value decoded into an interface (a statement argument): any JSON, with
+// no NUL in strings, no duplicate keys, and numbers within float64.
+func (w walker) anyValue(tok json.Token, path string, depth int) error {
+	switch v := tok.(type) {
+	case string:
+		return checkString(path, v)
+	case json.Number:
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return invalidAt(path, fmt.Sprintf("the number %s is out of range; send it as a string (\"%s\") for a numeric column", truncate(string(v), 40), truncate(string(v), 40)))
+		}
+	case json.Delim:
+		anyType := reflect.TypeFor[any]()
+		if v == '[' {
+			for i := 0; w.dec.More(); i++ {
+				if err := w.value(anyType, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+					return err
+				}
+			}
+			_, err := w.token() // ]
+			return err
+		}
+		return w.object(path, depth, func(key string) (reflect.Type, string, error) {
+			return anyType, fmt.Sprintf("%s[%q]", path, key), nil
+		})
+	}
+	return nil
+}
+
+func checkString(path, s string) error {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return invalidAt(path, fmt.Sprintf("contains a NUL character (U+0000) at byte %d; PostgreSQL and Kafka headers cannot carry it", i))
+	}
+	return nil
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// fieldByName finds the struct field whose JSON name is exactly key.
+func fieldByName(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if jsonName(f) == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// fieldByFold finds the field that encoding/json would match without regard to case.
+func fieldByFold(t reflect.Type, key string) (string, bool) {
+	for i := range t.NumField() {
+		if n := jsonName(t.Field(i)); n != "" && strings.EqualFold(n, key) {
+			return n, true
+		}
+	}
+	return "", false
+}
+
+func jsonName(f reflect.StructField) string {
+	if !f.IsExported() {
+		return ""
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	switch name {
+	case "-":
+		return ""
+	case "":
+		return f.Name
+	}
+	return name
+}
+
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	}
+	return "a value"
+}
+
+func jsonKind(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '[' {
+			return "an array"
+		}
+		return "an object"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	}
+	return "null"
+}
