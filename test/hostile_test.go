@@ -36,6 +36,8 @@ var hostileStatements = []string{
 	"SELECT 1; COMMIT",
 	// NUL.
 	"SELECT 1\x00",
+	// Text the parser cannot read: what cannot be classified does not run.
+	"SELEC 1", "SELECT 'unterminated",
 }
 
 func TestHostileStatementsRefused(t *testing.T) {

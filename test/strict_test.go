@@ -185,7 +185,8 @@ func TestStatusesTellTheTruth(t *testing.T) {
 		{"too few arguments", `{"sql":[{"statement":"INSERT INTO orders (id, total) VALUES ($1, $2)","args":["few"]}]}`, "08P01"},
 		{"too many arguments", `{"sql":[{"statement":"SELECT 1","args":[1,2]}]}`, "08P01"},
 		{"bad number text", `{"sql":[{"statement":"SELECT $1::int","args":["abc"]}]}`, "22P02"},
-		{"syntax", `{"sql":[{"statement":"SELEC 1"}]}`, "42601"},
+		{"unknown table", `{"sql":[{"statement":"SELECT * FROM no_such_table"}]}`, "42P01"},
+		{"type mismatch", `{"sql":[{"statement":"SELECT 1 + 'x'::text"}]}`, "42883"},
 		{"statement timeout", `{"sql":[{"statement":"SELECT set_config('statement_timeout', '1', true)"},{"statement":"SELECT pg_sleep(1)"}]}`, "57014"},
 	}
 	for _, tc := range cases {
