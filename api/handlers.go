@@ -160,7 +160,7 @@ func (s *Server) createTransaction(w http.ResponseWriter, r *http.Request) error
 
 // MinTimeoutMS is the smallest timeout_ms accepted: a smaller budget cannot even cover
 // writing the log row, and would only ever answer that it ran out.
-const MinTimeoutMS = 100
+const MinTimeoutMS = int64(coord.MinTimeout / time.Millisecond)
 
 // decode reads the body strictly (strict.go): unknown or mis-cased fields, duplicate keys,
 // wrong types, numbers out of range, NUL characters, trailing data and oversized bodies are

@@ -39,6 +39,10 @@ type Record struct {
 	Headers   map[string]string `json:"headers,omitempty"`
 }
 
+// MinTimeout is the smallest time budget a request may ask for: a smaller one cannot even cover
+// writing the log.
+const MinTimeout = 100 * time.Millisecond
+
 // DefaultDatabase is the database a statement without a name runs on (DATABASE_URL).
 const DefaultDatabase = "default"
 
@@ -74,8 +78,8 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 	if l.MaxRecords > 0 && len(r.Kafka) > l.MaxRecords {
 		return invalid("kafka", fmt.Sprintf("%d records, at most %d allowed", len(r.Kafka), l.MaxRecords))
 	}
-	if r.Timeout < 0 || (l.MaxTimeout > 0 && r.Timeout > l.MaxTimeout) {
-		return invalid("timeout_ms", fmt.Sprintf("must be between 1 and %d", l.MaxTimeout.Milliseconds()))
+	if r.Timeout != 0 && r.Timeout < MinTimeout || (l.MaxTimeout > 0 && r.Timeout > l.MaxTimeout) {
+		return invalid("timeout_ms", fmt.Sprintf("must be between %d and %d", MinTimeout.Milliseconds(), l.MaxTimeout.Milliseconds()))
 	}
 	for i := range r.SQL {
 		s := &r.SQL[i]
