@@ -1,14 +1,41 @@
 #!/usr/bin/env bash
-# The project's benchmarks against real PostgreSQL and real Kafka, each next to its baseline
+# The project's benchmarks against real PostgreSQL and real Kafka, each next to its baselines
 # in the same run:
-#   BenchmarkCommit    committed requests through the coordinator vs the same SQL + Kafka work
-#                      by hand (plain commit + plain transactional produce), c=1 and c=16:
-#                      p50/p99 latency and throughput
-#   BenchmarkRecovery  one recovery pass over 1,000 in-doubt transactions, parallelism 1 vs 16
-# Extra arguments go to go test (e.g. -count=3 for benchstat).
+#   BenchmarkThroughput  one insert + one 100-byte record per request: the coordinator (its own
+#                        process, REST API), the same 2PC inline (no log, no HTTP) and the
+#                        by-hand dual write (not atomic), at c=1, 16, 64: throughput, p50, p99,
+#                        ratios to the dual write, CPU per committed transaction of the
+#                        coordinator, PostgreSQL and the Kafka broker (from /proc)
+#   BenchmarkRecovery    one recovery pass over in-doubt transactions, parallel vs serial
+# Extra arguments go to go test (e.g. -count=3). BENCHTIME (default 3s) sets -benchtime of the
+# throughput benchmark.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/services.sh start >/dev/null
 eval "$(bash scripts/services.sh env)"
-env -u TEST_KAFKA go test ./test -run '^$' -bench 'BenchmarkCommit' -benchtime 3s "$@"
-env -u TEST_KAFKA go test ./test -run '^$' -bench 'BenchmarkRecovery' -benchtime 1x "$@"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+env -u TEST_KAFKA go test ./test -run '^$' -bench 'BenchmarkThroughput' -benchtime "${BENCHTIME:-3s}" -timeout 30m "$@" | tee "$out"
+
+# One table: a row per variant and concurrency, ratios against the dual write of the same c.
+awk '
+/^BenchmarkThroughput\// {
+  split($1, parts, "/"); variant = parts[2]; c = parts[3]; sub(/-[0-9]+$/, "", c); sub(/^c=/, "", c)
+  for (i = 3; i < NF; i += 2) v[variant, c, $(i+1)] = $i
+  if (!(c in seen)) { seen[c] = 1; cs[++nc] = c }
+  if (!(variant in vseen)) { vseen[variant] = 1; vs[++nv] = variant }
+}
+END {
+  if (nc == 0) exit 1
+  printf "\n%-12s %4s %9s %8s %8s %9s %8s %14s %12s %14s\n", "variant", "c", "txn/s", "p50 ms", "p99 ms", "x dual/s", "x p50", "coord ms/txn", "pg ms/txn", "kafka ms/txn"
+  for (j = 1; j <= nc; j++) for (k = 1; k <= nv; k++) {
+    c = cs[j]; n = vs[k]
+    if (!((n, c, "txn/s") in v)) continue
+    d = v["dual-write", c, "txn/s"]; dp = v["dual-write", c, "p50-ms"]
+    printf "%-12s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %14.3f %12.3f %14.3f\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
+      (d > 0 ? v[n, c, "txn/s"] / d : 0), (dp > 0 ? v[n, c, "p50-ms"] / dp : 0),
+      v[n, c, "cpu-coord-ms/txn"], v[n, c, "cpu-pg-ms/txn"], v[n, c, "cpu-kafka-ms/txn"]
+  }
+}' "$out"
+
+env -u TEST_KAFKA go test ./test -run '^$' -bench 'BenchmarkRecovery' -benchtime 1x -timeout 30m "$@"

@@ -39,7 +39,7 @@ var builtBinary struct {
 }
 
 // coordinatorBinary returns the path of a freshly built cmd/coordinator.
-func coordinatorBinary(t *testing.T) string {
+func coordinatorBinary(t testing.TB) string {
 	t.Helper()
 	builtBinary.mu.Lock()
 	defer builtBinary.mu.Unlock()
@@ -102,7 +102,7 @@ func (b *lockedBuffer) String() string {
 
 // proc is a running coordinator.
 type proc struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	stdout lockedBuffer
 	stderr lockedBuffer
@@ -113,7 +113,7 @@ type proc struct {
 // startCoordinator runs the binary. At the end of the test a coordinator still running gets
 // SIGTERM (so that dev mode removes its stack) and, after 15 s, SIGKILL; its output is logged
 // when the test failed.
-func startCoordinator(t *testing.T, env []string, args ...string) *proc {
+func startCoordinator(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, done: make(chan struct{})}
 	p.cmd = exec.Command(coordinatorBinary(t), args...)
@@ -194,7 +194,7 @@ func freePort(t testing.TB) int {
 }
 
 // waitHealthy polls base/healthz until it answers 200. It fails at once when the process exits.
-func waitHealthy(t *testing.T, p *proc, base string, timeout time.Duration) {
+func waitHealthy(t testing.TB, p *proc, base string, timeout time.Duration) {
 	t.Helper()
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(timeout)

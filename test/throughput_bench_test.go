@@ -1,0 +1,273 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// BenchmarkThroughput compares, in one run on the same services, one SQL insert and one
+// 100-byte record per request done three ways:
+//
+//   - coordinator: through the coordinator binary (its own process) and its REST API;
+//   - inline-2pc: the same two-phase commit written inline in this process (BEGIN, insert,
+//     marker, PREPARE ∥ transactional produce; EndTxn(commit); COMMIT PREPARED), without a
+//     log and without HTTP;
+//   - dual-write: by hand, not atomic: a plain SQL commit ∥ one Kafka transaction.
+//
+// at concurrency 1, 16 and 64. Besides p50/p99 latency and throughput it reports the CPU
+// time per committed transaction of each process, read from /proc: the coordinator (for the
+// two baselines, this process, which does their work), PostgreSQL (the postmaster and every
+// backend) and the Kafka broker. scripts/bench.sh turns the lines into one table with the
+// ratios to the dual write.
+//
+//	bash scripts/bench.sh
+func BenchmarkThroughput(b *testing.B) {
+	cpu := servicePIDs(b)
+	e := newStore(b, envOpts{poolSize: 64})
+	_, err := e.db.Exec(context.Background(), "CREATE TABLE bench_markers (gid text PRIMARY KEY)")
+	require.NoError(b, err)
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	base := "http://" + listen
+	p := startCoordinator(b, e.binaryEnv("bench", listen, "KAFKA_POOL_SIZE=64", "COORDINATOR_DB_MAX_CONNS=96",
+		"COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=10s", "COORDINATOR_MAX_IN_FLIGHT=4096"), "serve")
+	waitHealthy(b, p, base, 60*time.Second)
+	coordPID := p.cmd.Process.Pid
+
+	producers := make(chan *kgo.Client, 64)
+	for i := range cap(producers) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...),
+			kgo.TransactionalID(fmt.Sprintf("%s-hand-%d", e.prefix, i)),
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
+		require.NoError(b, err)
+		_, _, err = cl.ProducerID(context.Background())
+		require.NoError(b, err)
+		b.Cleanup(cl.Close)
+		producers <- cl
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
+	value := strings.Repeat("v", 100)
+	viaCoordinator := func(_ int, id string) error {
+		body, _ := json.Marshal(map[string]any{"id": id,
+			"sql":   []any{map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, $2)", "args": []any{id, 1}}},
+			"kafka": []any{map[string]any{"topic": e.topic, "key": id, "value": value}}})
+		resp, err := client.Post(base+"/v1/transactions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d: %s", resp.StatusCode, raw)
+		}
+		return nil
+	}
+	withProducer := func(f func(cl *kgo.Client, id string) error) func(int, string) error {
+		return func(_ int, id string) error {
+			cl := <-producers
+			defer func() { producers <- cl }()
+			return f(cl, id)
+		}
+	}
+	inline := withProducer(func(cl *kgo.Client, id string) error { return inline2PC(e.db, cl, e.topic, id, value) })
+	dual := withProducer(func(cl *kgo.Client, id string) error { return dualWrite(e.db, cl, e.topic, id, value) })
+
+	// Warm up every path (JIT, pools, connections), untimed.
+	for i := range 300 {
+		id := fmt.Sprintf("warm-%d", i)
+		for _, op := range []func(int, string) error{viaCoordinator, inline, dual} {
+			require.NoError(b, op(0, id+"-"+randHex(2)))
+		}
+	}
+	for _, c := range []int{1, 16, 64} {
+		for _, v := range []struct {
+			name string
+			pid  int
+			op   func(int, string) error
+		}{
+			{"coordinator", coordPID, viaCoordinator},
+			{"inline-2pc", os.Getpid(), inline},
+			{"dual-write", os.Getpid(), dual},
+		} {
+			b.Run(fmt.Sprintf("%s/c=%d", v.name, c), func(b *testing.B) {
+				before := cpu.sample(b, v.pid)
+				run(b, c, v.op)
+				after := cpu.sample(b, v.pid)
+				n := float64(b.N)
+				b.ReportMetric(after.self.Sub(before.self)/n, "cpu-coord-ms/txn")
+				b.ReportMetric(after.postgres.Sub(before.postgres)/n, "cpu-pg-ms/txn")
+				b.ReportMetric(after.kafka.Sub(before.kafka)/n, "cpu-kafka-ms/txn")
+			})
+		}
+	}
+}
+
+// inline2PC is the coordinator's protocol without the log and without HTTP.
+func inline2PC(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) error {
+	ctx := context.Background()
+	gid := "bench_" + id
+	errc := make(chan error, 1)
+	go func() {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue("INSERT INTO orders (id, total) VALUES ($1, $2)", id, 1)
+		b.Queue("INSERT INTO bench_markers (gid) VALUES ($1)", gid)
+		b.Queue("PREPARE TRANSACTION '" + gid + "'")
+		errc <- db.SendBatch(ctx, b).Close()
+	}()
+	if err := cl.BeginTransaction(); err != nil {
+		return err
+	}
+	rec := &kgo.Record{Topic: topic, Key: []byte(id), Value: []byte(value)}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return err
+	}
+	if err := <-errc; err != nil {
+		_ = cl.EndTransaction(ctx, kgo.TryAbort)
+		return err
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return err
+	}
+	_, err := db.Exec(ctx, "COMMIT PREPARED '"+gid+"'")
+	return err
+}
+
+// dualWrite is the by-hand baseline: the same insert and record, committed separately and
+// concurrently, not atomic.
+func dualWrite(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) error {
+	ctx := context.Background()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := db.Exec(ctx, "INSERT INTO orders (id, total) VALUES ($1, $2)", id, 1)
+		errc <- err
+	}()
+	if err := cl.BeginTransaction(); err != nil {
+		return err
+	}
+	rec := &kgo.Record{Topic: topic, Key: []byte(id), Value: []byte(value)}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return err
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return err
+	}
+	return <-errc
+}
+
+// cpuTime is CPU time in milliseconds.
+type cpuTime float64
+
+func (c cpuTime) Sub(o cpuTime) float64 { return float64(c - o) }
+
+// cpuPIDs locates the processes whose CPU the throughput benchmark reads.
+type cpuPIDs struct {
+	postmaster int
+	kafka      int
+}
+
+type cpuSample struct{ self, postgres, kafka cpuTime }
+
+// servicePIDs reads the PostgreSQL postmaster's and the Kafka broker's pids from the files
+// scripts/services.sh keeps (SERVICES_DIR, default /var/tmp/kpgtx-services).
+func servicePIDs(b *testing.B) cpuPIDs {
+	b.Helper()
+	needEnv(b, "KAFKA_BROKERS")
+	if useKfake() {
+		b.Skip("BenchmarkThroughput measures the real broker's CPU: run it through scripts/bench.sh")
+	}
+	dir := os.Getenv("SERVICES_DIR")
+	if dir == "" {
+		dir = "/var/tmp/kpgtx-services"
+	}
+	first := func(path string) int {
+		raw, err := os.ReadFile(path)
+		require.NoError(b, err, "the services' pid files (scripts/services.sh start)")
+		pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
+		require.NoError(b, err, path)
+		return pid
+	}
+	return cpuPIDs{
+		postmaster: first(filepath.Join(dir, "pg", "data", "postmaster.pid")),
+		kafka:      first(filepath.Join(dir, "kafka", "kafka.pid")),
+	}
+}
+
+func (p cpuPIDs) sample(b *testing.B, self int) cpuSample {
+	b.Helper()
+	s := cpuSample{self: procCPU(b, self, false), kafka: procCPU(b, p.kafka, false)}
+	// PostgreSQL: the postmaster with its exited children, and every live backend.
+	s.postgres = procCPU(b, p.postmaster, true)
+	entries, err := os.ReadDir("/proc")
+	require.NoError(b, err)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == p.postmaster {
+			continue
+		}
+		if ppid, ok := parentPID(pid); ok && ppid == p.postmaster {
+			s.postgres += procCPU(b, pid, false)
+		}
+	}
+	return s
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's times (100 on Linux).
+const clockTicks = 100
+
+// procStat returns the fields of /proc/<pid>/stat after the command name.
+func procStat(pid int) ([]string, bool) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, false
+	}
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, false
+	}
+	return strings.Fields(s[i+1:]), true
+}
+
+func parentPID(pid int) (int, bool) {
+	f, ok := procStat(pid)
+	if !ok || len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
+}
+
+// procCPU is a process's user+system time (and its waited-for children's, with children).
+func procCPU(b *testing.B, pid int, children bool) cpuTime {
+	f, ok := procStat(pid)
+	if !ok {
+		return 0 // a backend that exited between the listing and the read
+	}
+	// Fields after the name: state(0) ppid(1) … utime(11) stime(12) cutime(13) cstime(14).
+	sum := 0
+	last := 12
+	if children {
+		last = 14
+	}
+	for i := 11; i <= last; i++ {
+		v, err := strconv.Atoi(f[i])
+		require.NoError(b, err)
+		sum += v
+	}
+	return cpuTime(float64(sum) * 1000 / clockTicks)
+}
