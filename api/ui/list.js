@@ -42,7 +42,7 @@ function inDoubtTable(entries) {
       h('td', { class: 'last-error' }, log && log.last_error ? h('span', { class: 'clip', title: log.last_error }, log.last_error) : ''),
       h('td', { class: 'sources' }, (e.sources || []).join(', ')),
       h('td', { class: 'actions' }, (e.actions || []).join(', ')),
-      h('td', { class: 'hint' }, h('span', { class: 'clip', title: e.hint }, e.hint)),
+      h('td', { class: 'what' }, h('span', { class: 'clip', title: e.hint }, e.hint)),
     ];
   });
   return table(['Transaction', 'Issue', 'State', 'Instance', 'Age', 'Attempts', 'Last error', 'Found in', 'Actions', 'What happens'],
@@ -69,7 +69,8 @@ function filterForm(state, olderThan, limit) {
     STATES.map((s) => h('option', { value: s, selected: s === state }, s === 'in-doubt' ? 'in doubt (reconciled)' : s)));
   const ageIn = h('input', { id: 'filter-age', name: 'older_than', value: olderThan, placeholder: 'e.g. 30s, 5m, 1h', size: 10,
     pattern: '^([0-9]{1,9}|([0-9]{1,12}(\\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h))+)$', title: 'whole seconds, or a duration such as 30s, 5m, 1h30m' });
-  const limitSel = h('select', { id: 'filter-limit', name: 'limit' }, LIMITS.map((l) => h('option', { value: l, selected: l === limit }, l)));
+  const limits = LIMITS.includes(limit) ? LIMITS : [...LIMITS, limit].sort((a, b) => Number(a) - Number(b));
+  const limitSel = h('select', { id: 'filter-limit', name: 'limit' }, limits.map((l) => h('option', { value: l, selected: l === limit }, l)));
   return h('form', { id: 'filters', class: 'filters', onsubmit: (ev) => {
     ev.preventDefault();
     const q = new URLSearchParams({ state: stateSel.value, limit: limitSel.value });
@@ -86,7 +87,9 @@ function filterForm(state, olderThan, limit) {
 export async function listView(main, params) {
   const state = params.get('state') || 'in-doubt';
   const olderThan = params.get('older_than') || '';
-  const limit = LIMITS.includes(params.get('limit')) ? params.get('limit') : '25';
+  // Any page size the API takes (1-1000) may be given in the fragment; the menu offers a few.
+  let limit = params.get('limit') || '25';
+  if (!/^[0-9]{1,4}$/.test(limit) || Number(limit) < 1 || Number(limit) > 1000) limit = '25';
   const key = `${state}|${olderThan}|${limit}`;
   if (pages.key !== key) pages = { key, cursors: [''], index: 0 };
 

@@ -165,7 +165,10 @@ function actionBar(main, t, entry) {
       title: !admin ? 'needs a token with the admin role' : expected && !expected.includes(a) ? `The in-doubt view expects ${a} to be refused: ${entry.hint}` : EXPLAIN[a],
       onclick: () => act(main, a, t),
     }, TITLES[a])),
-    admin ? '' : h('span', { class: 'muted', id: 'read-only' }, ` Read-only: the token "${session.caller.name}" lacks the admin role the actions need.`));
+    admin ? '' : h('span', { class: 'muted', id: 'read-only' }, ` Read-only: the token "${session.caller.name}" lacks the admin role the actions need.`),
+    admin && expected && actions.some((a) => !expected.includes(a))
+      ? h('span', { class: 'muted', id: 'expect-refusal' }, ` The in-doubt view expects ${actions.filter((a) => !expected.includes(a)).join(' and ')} to be refused (see Evidence); the server decides and records the attempt.`)
+      : '');
 }
 
 // txnView renders one transaction.
