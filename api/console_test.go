@@ -65,6 +65,7 @@ func TestConsoleFiles(t *testing.T) {
 		{"/ui/style.css", http.StatusOK, "text/css", "dialog"},
 		{"/ui", http.StatusMovedPermanently, "", ""},
 		{"/ui/nope.js", http.StatusNotFound, "", ""},
+		{"/ui/../v1/status", http.StatusNotFound, "", ""}, // the open prefix never reaches the API
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {

@@ -96,6 +96,33 @@ func TestConsole(t *testing.T) {
 	keys := inDoubtKeys(t, base, admin)
 	require.Subset(t, keys, []string{"act", "prep", "mixed"})
 
+	// GET /v1/status, which the health strip shows: the caller, the instances and their
+	// leases, the pools, and the in-doubt view's size.
+	for _, c := range []struct{ token, name, role string }{{admin, "ops", "admin"}, {viewer, "viewer", "read"}} {
+		st, _ := sendAs(t, c.token, http.MethodGet, base+"/v1/status", "")
+		require.Equal(t, http.StatusOK, st.Status, "%s", st.Raw)
+		assert.Equal(t, c.name, st.str("caller", "name"))
+		assert.Equal(t, []string{c.role}, strs(st.get("caller", "roles")))
+		assert.Equal(t, "true", st.str("caller", "auth"))
+		assert.Equal(t, "a", st.str("instance"))
+		insts, _ := st.get("instances").([]any)
+		require.NotEmpty(t, insts, "%s", st.Raw)
+		self := insts[0].(map[string]any)
+		assert.Equal(t, "a", self["id"], "this instance first")
+		assert.Equal(t, true, self["self"])
+		assert.Equal(t, false, self["expired"])
+		assert.Equal(t, "7200", fmt.Sprint(self["lease_seconds"]))
+		assert.Equal(t, fmt.Sprint(len(keys)), st.str("in_doubt", "count"))
+		assert.NotEqual(t, "0", st.str("in_doubt", "oldest_age_seconds"))
+		assert.Equal(t, "8", st.str("pools", "kafka", "size"))
+		assert.Equal(t, "1", st.str("pools", "kafka", "quarantined"), "prep's transactional id is withheld")
+		assert.Equal(t, "40", st.str("pools", "log", "max"))
+		assert.NotEmpty(t, st.get("pools", "databases", "default"))
+		assert.NotEqual(t, "0", st.str("recovery", "passes"), "the startup pass")
+	}
+	st, _ := sendAs(t, "", http.MethodGet, base+"/v1/status", "")
+	assert.Equal(t, http.StatusUnauthorized, st.Status, "the status needs a token")
+
 	// Sign in: the console asks for a token; a wrong one is refused; the token stays out of the
 	// URL and out of cookies.
 	b.navigate(base + "/ui/")
