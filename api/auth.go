@@ -19,10 +19,12 @@ import (
 //   - admin:  everything else (retry/abort/resolve, POST /v1/recovery/run, any other verb),
 //     and read and submit
 //
-// /healthz, /readyz and /openapi.yaml are open. Without tokens the API is open (the service
-// refuses to listen beyond the loopback interface without tokens unless told to; see
-// service.Config.Validate). The rule is by method and path, before routing: a path the rule
-// does not know needs admin (a new mutating endpoint is closed by default).
+// /healthz, /readyz, /openapi.yaml and the console's static files (/ui, /ui/…: no data; the
+// console calls the API with the operator's token, console.go) are open. Without tokens the
+// API is open (the service refuses to listen beyond the loopback interface without tokens
+// unless told to; see service.Config.Validate). The rule is by method and path, before
+// routing: a path the rule does not know needs admin (a new mutating endpoint is closed by
+// default).
 
 // Role is what a token may do.
 type Role string
@@ -144,7 +146,7 @@ func requiredRole(r *http.Request) (role Role, open bool) {
 	exact := r.URL.RawPath == ""
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		if exact && openPaths[r.URL.Path] {
+		if exact && (openPaths[r.URL.Path] || isConsolePath(r.URL.Path)) {
 			return "", true
 		}
 		return RoleRead, false
@@ -157,6 +159,9 @@ func requiredRole(r *http.Request) (role Role, open bool) {
 }
 
 type callerKey struct{}
+
+// callerRolesKey holds the caller's token's roles (GET /v1/status reports them).
+type callerRolesKey struct{}
 
 // who names the caller of a request for the event history: the token's name, or "anonymous"
 // when the API runs without tokens.
@@ -256,7 +261,8 @@ func (s *Server) authenticate() func(http.Handler) http.Handler {
 					Message: fmt.Sprintf("token %q lacks the %s role that %s %s needs", tok.Name, role, r.Method, r.URL.Path)}})
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, tok.Name)))
+			ctx := context.WithValue(r.Context(), callerKey{}, tok.Name)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, callerRolesKey{}, tok.Roles)))
 		})
 	}
 }
@@ -265,8 +271,9 @@ func (s *Server) authenticate() func(http.Handler) http.Handler {
 // requests auth refuses (401/403) goes before authenticate.
 func (s *Server) middleware() []func(http.Handler) http.Handler {
 	return []func(http.Handler) http.Handler{
-		s.instrument(), // metrics.go: counts refused requests too
-		s.limit(),      // limits.go: before auth, so that a flood of bad tokens is bounded too
+		s.instrument(),  // metrics.go: counts refused requests too
+		s.limit(),       // limits.go: before auth, so that a flood of bad tokens is bounded too
+		s.crossOrigin(), // console.go: a forged browser request is refused whatever it carries
 		s.authenticate(),
 	}
 }

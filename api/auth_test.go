@@ -44,6 +44,13 @@ func TestRequiredRole(t *testing.T) {
 		{"DELETE", "/v1/transactions/x", RoleAdmin, false},
 		{"PUT", "/v1/transactions", RoleAdmin, false},
 		{"OPTIONS", "/v1/transactions", RoleAdmin, false},
+		{"GET", "/v1/status", RoleRead, false},
+		{"GET", "/ui", "", true}, // the console's static files (console.go)
+		{"GET", "/ui/", "", true},
+		{"HEAD", "/ui/app.js", "", true},
+		{"GET", "/uix", RoleRead, false},
+		{"GET", "/ui%2Fapp.js", RoleRead, false},
+		{"POST", "/ui/", RoleAdmin, false},
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest(tt.method, tt.target, nil)

@@ -39,6 +39,9 @@ type Config struct {
 	MaxBodyMemory int64
 	Logger        *slog.Logger
 	Tokens        []Token // bearer tokens (auth.go); none: the API is open
+	// InstanceLease is the recovery loop's lease (COORDINATOR_INSTANCE_LEASE), which GET
+	// /v1/status compares heartbeats with; 0: not reported.
+	InstanceLease time.Duration
 }
 
 // Deps are the services the handlers use. SQL and Kafka serve the admin views (Kafka is nil
@@ -78,7 +81,7 @@ func NewServer(cfg Config, d Deps) *Server {
 }
 
 // Handler returns the router: middleware (auth.go, metrics), the transaction API (this file),
-// the admin API (admin.go) and health (health.go).
+// the admin API (admin.go), health (health.go) and the web console (console.go).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	for _, mw := range s.middleware() {
@@ -88,8 +91,10 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/v1/transactions", s.handle(s.listTransactions))
 	r.Get("/v1/transactions/{id}", s.handle(s.getTransaction))
 	r.Post("/v1/recovery/run", s.handle(s.runRecovery))
+	r.Get("/v1/status", s.handle(s.status)) // console_status.go
 	s.adminRoutes(r)
 	s.healthRoutes(r)
+	s.consoleRoutes(r) // console.go
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(OpenAPI)

@@ -2,6 +2,8 @@
 # The project's one test command (CI runs it through .ci/run).
 #
 #   1. scripts/services.sh start   real PostgreSQL + real Kafka 4.x
+#      chromium                    Debian's package, for the console's browser
+#                                  tests; installed when missing
 #   2. go vet ./...
 #   3. go test ./...               against the real broker and database
 #   4. go test ./test/...          again, against the in-process kfake
@@ -12,6 +14,8 @@
 # Every step runs even when an earlier go step failed; the exit status is
 # non-zero when any step failed. go output is passed through unchanged.
 # Services stay up afterwards unless STOP_SERVICES=1 or CI=true.
+# The browser tests' screenshots are kept in $ARTIFACTS_DIR (default
+# test/artifacts, ignored by git).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -26,6 +30,31 @@ eval "$(bash scripts/services.sh env)"
 echo "== DATABASE_URL=$DATABASE_URL DATABASE_URL_2=$DATABASE_URL_2 KAFKA_BROKERS=$KAFKA_BROKERS" >&2
 
 failed=()
+
+# The console's browser tests (test/console_test.go) drive a headless Chromium;
+# without it they fail in CI. Installed from Debian's packages, as services.sh
+# installs PostgreSQL.
+have_chromium() {
+  local b
+  for b in chromium chromium-browser google-chrome headless-shell; do
+    command -v "$b" >/dev/null 2>&1 && return 0
+  done
+  return 1
+}
+if ! have_chromium; then
+  if [[ $(id -u) -eq 0 ]]; then
+    echo "== installing chromium (Debian package) for the browser tests" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -q --no-install-recommends chromium >&2; then
+      apt-get update -q >&2 || true
+      apt-get install -y -q --no-install-recommends chromium >&2 || true
+    fi
+  fi
+  have_chromium || failed+=("chromium install (apt-get update && apt-get install -y chromium)")
+fi
+export ARTIFACTS_DIR="${ARTIFACTS_DIR:-$PWD/test/artifacts}"
+mkdir -p "$ARTIFACTS_DIR"
+echo "== browser screenshots: $ARTIFACTS_DIR" >&2
 
 echo "== go vet ./..." >&2
 go vet ./... || failed+=("go vet")

@@ -157,7 +157,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 			"resolved", st.Resolved, "failed", st.Failed)
 	}
 	s.API = api.NewServer(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
-		MaxBodyMemory: cfg.MaxBodyMemory, Logger: logger, Tokens: cfg.Tokens},
+		MaxBodyMemory: cfg.MaxBodyMemory, Logger: logger, Tokens: cfg.Tokens, InstanceLease: cfg.InstanceLease},
 		api.Deps{Coord: s.Coord, Log: s.Log, Recovery: s.Recovery, SQL: s.SQL, Kafka: s.Kafka, Metrics: s.Metrics})
 	s.Metrics.WatchRecovery(s.Recovery)
 	if s.Kafka != nil {
