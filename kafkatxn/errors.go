@@ -15,7 +15,7 @@ import (
 // Sentinels of this package.
 var (
 	// ErrPoolExhausted: no transactional.id was free within the request's budget. Retriable: the
-	// pool is sized for the offered concurrency (DESIGN.md 8).
+	// pool is sized for the offered concurrency (docs/design.md).
 	ErrPoolExhausted = errors.New("no transactional id free in the pool")
 	// ErrTimeoutTooLarge: the configured transaction timeout exceeds the broker's
 	// transaction.max.timeout.ms; every InitProducerId would fail.

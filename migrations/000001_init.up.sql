@@ -1,5 +1,5 @@
 -- The coordinator log: one row per global transaction. Recovery reads everything it needs from
--- here (DESIGN.md I2, I5): the Kafka ids, the prepared state, the produced offsets, the SQL gids.
+-- here (docs/design.md I2, I5): the Kafka ids, the prepared state, the produced offsets, the SQL gids.
 CREATE TABLE coordinator_transactions (
     gid              text        PRIMARY KEY,
     request_id       text        NOT NULL UNIQUE,
@@ -46,7 +46,7 @@ CREATE INDEX coordinator_events_gid ON coordinator_events (gid, id);
 
 -- The marker table of the default database (other databases get theirs from sqltxn at startup).
 -- A marker row is written inside the participant's SQL transaction; after a crash its presence
--- says the prepared transaction committed, its absence that it rolled back (DESIGN.md I4).
+-- says the prepared transaction committed, its absence that it rolled back (docs/design.md I4).
 CREATE TABLE IF NOT EXISTS coordinator_markers (
     gid        text        PRIMARY KEY,
     created_at timestamptz NOT NULL DEFAULT now()

@@ -4,7 +4,7 @@ ALTER TABLE coordinator_transactions
     ADD COLUMN next_attempt_at timestamptz NOT NULL DEFAULT now(),
     ADD COLUMN last_error      text;
 
--- Coordinator instances sharing this log (DESIGN.md I8). Liveness is a session-level advisory
+-- Coordinator instances sharing this log (docs/design.md I8). Liveness is a session-level advisory
 -- lock held by the running instance (freed by PostgreSQL the moment its connection dies); the
 -- heartbeat is informational and bounds takeover of an instance that never held the lock.
 CREATE TABLE coordinator_instances (

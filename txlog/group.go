@@ -16,7 +16,7 @@ var errClosed = errors.New("txlog: closed")
 
 // groupCommit batches the state writes of concurrent transactions into one database
 // transaction: one round trip and one WAL flush for every write queued while the previous batch
-// was committing (DESIGN.md section 8). A write that is alone is sent at once, so a lone
+// was committing (docs/design.md). A write that is alone is sent at once, so a lone
 // transaction waits for nothing. Each write keeps its own answer: a compare-and-set that finds
 // the row moved on fails alone; an SQL error or a failed commit fails the whole batch (those
 // writes are then unknown, and their callers treat them so).
