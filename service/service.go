@@ -35,7 +35,8 @@ type Service struct {
 	API      *api.Server
 	Recovery *recovery.Loop
 	Metrics  *metrics.Metrics // the service's own registry, served at /metrics
-	owner    *recovery.Owner
+	// Ownership is this instance's lock and epoch (fencing); lost, the instance starts nothing.
+	Ownership *recovery.Ownership
 	logger   *slog.Logger
 
 	// closeWait > 0: a shutdown abandoned requests at its bound (Serve); Close then waits at
@@ -89,10 +90,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 
 	// I8: one live process per instance id. The lock is taken before any transactional id of
 	// this instance is touched.
-	s.owner, err = recovery.Claim(ctx, cfg.DatabaseURL, cfg.Instance, cfg.ClaimWait)
+	owner, err := recovery.Claim(ctx, cfg.DatabaseURL, cfg.Instance, cfg.ClaimWait)
 	if err != nil {
 		return nil, err
 	}
+	s.Ownership = recovery.NewOwnership(cfg.DatabaseURL, cfg.Instance, owner)
 	if err := s.Log.RegisterInstance(ctx, cfg.Instance, cfg.TxnIDPrefix, cfg.PoolSize); err != nil {
 		return nil, err
 	}
@@ -128,6 +130,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		GIDPrefix:      cfg.GIDPrefix,
 		Limits:         coord.Limits{MaxStatements: cfg.MaxStatements, MaxRecords: cfg.MaxRecords, MaxTimeout: cfg.MaxTimeout, Statements: cfg.Statements, Topics: cfg.Topics},
 		DefaultTimeout: cfg.DefaultTimeout,
+		FinishTimeout:  FinishTimeout,
+		Ownership:      s.Ownership,
 		Logger:         logger,
 		Fault:          faultHook(cfg.Fault, logger),
 		Observer:       s.Metrics,
@@ -140,8 +144,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		Interval:        cfg.RecoveryInterval,
 		Lease:           cfg.InstanceLease,
 		KafkaTxnTimeout: cfg.KafkaTxnTimeout,
+		TakeoverGuard:   cfg.MaxTimeout + FinishTimeout,
 		Logger:          logger,
-	}, s.owner, s.Log, s.SQL, s.Kafka, s.Coord)
+	}, s.Ownership, s.Log, s.SQL, s.Kafka, s.Coord)
 	// Startup pass: every in-doubt transaction of this instance is resolved (or scheduled) before
 	// the first request is served.
 	if st, err := s.Recovery.RunOnce(ctx); err != nil {
@@ -157,6 +162,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 	ok = true
 	return s, nil
 }
+
+// FinishTimeout bounds phase 2 and the final log write of a request (coord.Config). With the
+// largest request budget it bounds how long a request can run: a takeover leaves younger
+// active rows alone.
+const FinishTimeout = 30 * time.Second
 
 // Start runs the background services (the recovery loop) until ctx is done.
 func (s *Service) Start(ctx context.Context) {
@@ -320,7 +330,9 @@ func (s *Service) close() {
 	if s.SQL != nil {
 		s.SQL.Close()
 	}
-	s.owner.Close(context.Background())
+	if s.Ownership != nil {
+		s.Ownership.Close(context.Background())
+	}
 	if s.Log != nil {
 		s.Log.Close()
 		s.Log.Pool().Close()

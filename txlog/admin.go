@@ -33,7 +33,7 @@ func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.ext
 
 // inDoubtStates are the states an operator may have to look at: not final, or heuristic.
 var inDoubtStates = []string{
-	string(coord.StateActive), string(coord.StatePrepared), string(coord.StateCommitting),
+	string(coord.StateActive), string(coord.StateAborting), string(coord.StatePrepared), string(coord.StateCommitting),
 	string(coord.StateHeuristic), string(coord.StateHeuristicMixed),
 }
 
