@@ -39,7 +39,7 @@ type Config struct {
 	TakeoverGuard time.Duration
 	// OwnerCheck is how often the instance lock's session is checked (at most Interval).
 	OwnerCheck time.Duration
-	Logger          *slog.Logger
+	Logger     *slog.Logger
 }
 
 func (c *Config) defaults() {

@@ -37,7 +37,7 @@ type Service struct {
 	Metrics  *metrics.Metrics // the service's own registry, served at /metrics
 	// Ownership is this instance's lock and epoch (fencing); lost, the instance starts nothing.
 	Ownership *recovery.Ownership
-	logger   *slog.Logger
+	logger    *slog.Logger
 
 	// closeWait > 0: a shutdown abandoned requests at its bound (Serve); Close then waits at
 	// most this long, since those requests may still hold connections.
