@@ -133,6 +133,7 @@ type Ownership struct {
 	dsn      string
 	instance string
 
+	keepMu sync.Mutex // one Keep at a time: the lock's connection serves one caller
 	mu     sync.Mutex
 	owner  *Owner // nil while the lock is lost
 	reason string // why the lock is lost
@@ -158,10 +159,13 @@ func (w *Ownership) Fence() (coord.Fence, error) {
 	return coord.Fence{Instance: w.instance, Epoch: w.owner.epoch}, nil
 }
 
-// Keep checks the lock's session within timeout; a lost session marks the lock lost (the
-// instance stops starting transactions) and a new claim is tried at once, with a new epoch. It
-// returns the state afterwards: nil while the lock is held.
+// Keep checks the lock's session within timeout (at least pingTimeout); a lost session marks
+// the lock lost (the instance stops starting transactions) and a new claim is tried at once,
+// with a new epoch. It returns the state afterwards: nil while the lock is held.
 func (w *Ownership) Keep(ctx context.Context, timeout time.Duration) (reclaimed bool, err error) {
+	w.keepMu.Lock()
+	defer w.keepMu.Unlock()
+	timeout = max(timeout, pingTimeout)
 	w.mu.Lock()
 	o := w.owner
 	w.mu.Unlock()
@@ -195,6 +199,10 @@ func (w *Ownership) Keep(ctx context.Context, timeout time.Duration) (reclaimed 
 	w.mu.Unlock()
 	return true, nil
 }
+
+// pingTimeout is the least time the lock's session is given to answer a check: a slow answer
+// under load is not a lost lock.
+const pingTimeout = 2 * time.Second
 
 func (w *Ownership) lose(reason string) {
 	w.mu.Lock()
