@@ -20,11 +20,11 @@ import (
 type mode int
 
 const (
-	pass        mode = iota
-	failBefore       // the call fails and has no effect
-	failAfter        // the call has its effect, and its answer is lost (an error)
-	raceResolve      // a resolver claims and resolves the row, then the call runs
-	raceInterleave   // a resolver starts and stops before its call number pauseAt; the request runs to its end, then the resolver goes on
+	pass           mode = iota
+	failBefore          // the call fails and has no effect
+	failAfter           // the call has its effect, and its answer is lost (an error)
+	raceResolve         // a resolver claims and resolves the row, then the call runs
+	raceInterleave      // a resolver starts and stops before its call number pauseAt; the request runs to its end, then the resolver goes on
 )
 
 // resolverKey marks the resolver's context: its calls are counted apart.
@@ -43,10 +43,10 @@ type world struct {
 	// pauseAt is the resolver's call before which it stops (raceInterleave).
 	pauseAt int
 
-	rcalls     int           // calls of the resolver so far
-	paused     chan struct{} // closed when the resolver stops at pauseAt
-	resume     chan struct{} // closed to let it go on
-	resolved   chan struct{} // closed when it has finished
+	rcalls   int           // calls of the resolver so far
+	paused   chan struct{} // closed when the resolver stops at pauseAt
+	resume   chan struct{} // closed to let it go on
+	resolved chan struct{} // closed when it has finished
 
 	rows      map[string]*coord.Transaction // gid → row
 	epochs    map[string]int64              // instance → epoch
@@ -380,7 +380,7 @@ func (t *fakeTxn) Prepare(ctx context.Context) (coord.KafkaState, error) {
 
 func (t *fakeTxn) Commit(ctx context.Context) error { return t.k.end(ctx, "kafka.commit", t.pid, true) }
 func (t *fakeTxn) Abort(ctx context.Context) error  { return t.k.end(ctx, "kafka.abort", t.pid, false) }
-func (t *fakeTxn) Release(bool)                 {}
+func (t *fakeTxn) Release(bool)                     {}
 
 // ownership is a fixed fence.
 type ownership struct{ f coord.Fence }
