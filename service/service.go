@@ -130,7 +130,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		GIDPrefix:      cfg.GIDPrefix,
 		Limits:         coord.Limits{MaxStatements: cfg.MaxStatements, MaxRecords: cfg.MaxRecords, MaxTimeout: cfg.MaxTimeout, Statements: cfg.Statements, Topics: cfg.Topics},
 		DefaultTimeout: cfg.DefaultTimeout,
-		FinishTimeout:  FinishTimeout,
+		FinishTimeout:  cfg.FinishTimeout,
 		Ownership:      s.Ownership,
 		Logger:         logger,
 		Fault:          faultHook(cfg.Fault, logger),
@@ -144,7 +144,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		Interval:        cfg.RecoveryInterval,
 		Lease:           cfg.InstanceLease,
 		KafkaTxnTimeout: cfg.KafkaTxnTimeout,
-		TakeoverGuard:   cfg.MaxTimeout + FinishTimeout,
+		TakeoverGuard:   cfg.MaxTimeout + cfg.FinishTimeout,
+		MarkerAge:       cfg.MarkerAge,
 		Logger:          logger,
 	}, s.Ownership, s.Log, s.SQL, s.Kafka, s.Coord)
 	// Startup pass: every in-doubt transaction of this instance is resolved (or scheduled) before
@@ -162,11 +163,6 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 	ok = true
 	return s, nil
 }
-
-// FinishTimeout bounds phase 2 and the final log write of a request (coord.Config). With the
-// largest request budget it bounds how long a request can run: a takeover leaves younger
-// active rows alone.
-const FinishTimeout = 30 * time.Second
 
 // Start runs the background services (the recovery loop) until ctx is done.
 func (s *Service) Start(ctx context.Context) {
