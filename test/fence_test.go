@@ -89,7 +89,10 @@ func TestLockSessionTerminated(t *testing.T) {
 	e := newStore(t, envOpts{})
 	short := []string{"COORDINATOR_MAX_TIMEOUT=3s", "COORDINATOR_DEFAULT_TIMEOUT=3s", "COORDINATOR_FINISH_TIMEOUT=2s"}
 	b := e.startNode(t, "b", short...)
-	a := e.startNode(t, "a", short...)
+	// a heartbeats and checks its lock every second only: after its lock session dies, b (lease
+	// 1s, passes every 200ms) may take a's lock, bump its epoch and claim its rows while a still
+	// runs requests — the zombie case fencing is for.
+	a := e.startNode(t, "a", append(short, "COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=4s")...)
 	ctx := context.Background()
 
 	ans := newAnswers()
@@ -131,12 +134,12 @@ func TestLockSessionTerminated(t *testing.T) {
 			e.prefix, "a").Scan(&got))
 		if got {
 			held++
-			time.Sleep(400 * time.Millisecond)
+			time.Sleep(1300 * time.Millisecond) // a checks its lock every second
 			if r := call(t, http.MethodGet, a.base+"/readyz", ""); r.Status == http.StatusServiceUnavailable &&
 				strings.Contains(string(r.Raw), "ownership") {
 				notReady++
 			}
-			time.Sleep(1200 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond)
 			_, err = conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1 || '/kpgtx-instance/' || $2, 0))`, e.prefix, "a")
 			require.NoError(t, err)
 		}
