@@ -201,6 +201,18 @@ func (l *Loop) ResolveHeuristic(ctx context.Context, gid string, outcome coord.S
 		return t, fmt.Errorf("%w: %s is %s, not heuristic: resolve records an operator's decision only where the coordinator could not decide (%s)",
 			coord.ErrNotAllowed, t.ID, t.State, hint)
 	}
+	// Claim before act: the row becomes this instance's before any gid is finished, so that
+	// of two operators deciding at once only one touches the participants.
+	by, err := l.own.Fence()
+	if err != nil {
+		return t, fmt.Errorf("%w: %w", coord.ErrUnavailable, err)
+	}
+	if err := l.log.Claim(ctx, t, by, t.State); err != nil {
+		if errors.Is(err, txlog.ErrStateChanged) {
+			return t, fmt.Errorf("%w: %s was resolved or claimed meanwhile by someone else", coord.ErrNotAllowed, gid)
+		}
+		return t, fmt.Errorf("%w: %w", coord.ErrUnavailable, err)
+	}
 	for _, g := range t.SQLGIDs {
 		prepared, err := l.sql.PreparedGIDs(ctx, g.Database, g.GID)
 		if err != nil {
