@@ -87,6 +87,15 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 	if err != nil {
 		return nil, err
 	}
+	// The log's namespace (gid prefix) in every participant database: its sweeps act only
+	// inside it, and no other log may use it.
+	logID, logName, err := s.Log.Identity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.SQL.ClaimNamespace(ctx, cfg.GIDPrefix, logID, logName); err != nil {
+		return nil, err
+	}
 
 	// I8: one live process per instance id. The lock is taken before any transactional id of
 	// this instance is touched.

@@ -15,8 +15,12 @@ import (
 
 // Databases is the SQL participant: one connection pool per named database.
 type Databases struct {
-	pools  map[string]*pgxpool.Pool
-	logger *slog.Logger
+	pools map[string]*pgxpool.Pool
+	// markers is each database's marker table, schema-qualified: the schema first on the
+	// connection's search_path when the coordinator started (a later search_path of the role
+	// cannot move it).
+	markers map[string]string
+	logger  *slog.Logger
 }
 
 var _ coord.SQL = (*Databases)(nil)
@@ -36,7 +40,7 @@ func Open(ctx context.Context, dsns map[string]string, maxConns int32, logger *s
 	if logger == nil {
 		logger = slog.Default()
 	}
-	d := &Databases{pools: map[string]*pgxpool.Pool{}, logger: logger}
+	d := &Databases{pools: map[string]*pgxpool.Pool{}, markers: map[string]string{}, logger: logger}
 	for name, dsn := range dsns {
 		pool, err := openPool(ctx, name, dsn, maxConns)
 		if err != nil {
@@ -44,9 +48,18 @@ func Open(ctx context.Context, dsns map[string]string, maxConns int32, logger *s
 			return nil, err
 		}
 		d.pools[name] = pool
+		var schema *string
+		if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil || schema == nil {
+			d.Close()
+			return nil, fmt.Errorf("database %q: no schema on the search_path for the marker table (%v)", name, err)
+		}
+		d.markers[name] = pgx.Identifier{*schema, "coordinator_markers"}.Sanitize()
 	}
 	return d, nil
 }
+
+// markerTable is the database's schema-qualified marker table.
+func (d *Databases) markerTable(database string) string { return d.markers[database] }
 
 func openPool(ctx context.Context, name, dsn string, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)

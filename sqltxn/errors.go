@@ -18,6 +18,9 @@ var (
 	ErrNoPreparedTransactions = errors.New("max_prepared_transactions is 0")
 	// ErrUnknownDatabase: a statement names a database that is not configured.
 	ErrUnknownDatabase = errors.New("unknown database")
+	// ErrNamespaceTaken: another log holds this log's namespace (gid prefix) in a participant
+	// database; refused at startup.
+	ErrNamespaceTaken = errors.New("namespace held by another log")
 )
 
 // SQLSTATEs the package acts on.

@@ -53,7 +53,7 @@ func (d *Databases) OldMarkers(ctx context.Context, database, prefix string, age
 	if err != nil {
 		return nil, err
 	}
-	rows, err := pool.Query(ctx, `SELECT gid FROM coordinator_markers
+	rows, err := pool.Query(ctx, `SELECT gid FROM `+d.markerTable(database)+`
 WHERE created_at < now() - $1::interval AND starts_with(gid, $3)
   AND (NOT aborted OR created_at < (SELECT coalesce(min(xact_start), 'infinity') FROM pg_stat_activity
                                     WHERE datname = current_database() AND pid <> pg_backend_pid()))

@@ -36,7 +36,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	for _, s := range stmts {
 		b.Queue(s.Statement, args(s.Args)...)
 	}
-	b.Queue("INSERT INTO coordinator_markers (gid) VALUES ($1)", gid)
+	b.Queue("INSERT INTO "+d.markerTable(database)+" (gid) VALUES ($1)", gid)
 	if onePhase {
 		b.Queue("COMMIT")
 	} else {
@@ -200,7 +200,7 @@ func (d *Databases) finishPrepared(ctx context.Context, database, gid string, co
 	// The gid is gone: it was committed or rolled back earlier (by us before a crash, or by
 	// hand). The marker row, written inside that transaction, tells which.
 	var committed bool
-	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM coordinator_markers WHERE gid = $1 AND NOT aborted)", gid).Scan(&committed); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+d.markerTable(database)+" WHERE gid = $1 AND NOT aborted)", gid).Scan(&committed); err != nil {
 		return classify(database, fmt.Errorf("read marker of %s: %w", gid, err))
 	}
 	if committed != commit {
@@ -225,16 +225,17 @@ func (d *Databases) SettleOnePhase(ctx context.Context, database, gid string) (b
 		return false, classify(database, err)
 	}
 	var aborted bool
+	m := d.markerTable(database)
 	err = pool.QueryRow(ctx, `WITH ins AS (
-    INSERT INTO coordinator_markers (gid, aborted) VALUES ($1, true) ON CONFLICT (gid) DO NOTHING RETURNING aborted
+    INSERT INTO `+m+` (gid, aborted) VALUES ($1, true) ON CONFLICT (gid) DO NOTHING RETURNING aborted
 )
 SELECT aborted FROM ins
 UNION ALL
-SELECT aborted FROM coordinator_markers WHERE gid = $1 AND NOT EXISTS (SELECT 1 FROM ins)`, gid).Scan(&aborted)
+SELECT aborted FROM `+m+` WHERE gid = $1 AND NOT EXISTS (SELECT 1 FROM ins)`, gid).Scan(&aborted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Conflict, and the conflicting row is not visible to the statement's snapshot (it
 		// committed while the insert waited for it): read it again.
-		err = pool.QueryRow(ctx, `SELECT aborted FROM coordinator_markers WHERE gid = $1`, gid).Scan(&aborted)
+		err = pool.QueryRow(ctx, `SELECT aborted FROM `+m+` WHERE gid = $1`, gid).Scan(&aborted)
 	}
 	if err != nil {
 		return false, classify(database, fmt.Errorf("settle one-phase %s: %w", gid, err))
@@ -249,6 +250,6 @@ func (d *Databases) DeleteMarkers(ctx context.Context, database string, gids []s
 	if err != nil {
 		return err
 	}
-	_, err = pool.Exec(ctx, "DELETE FROM coordinator_markers WHERE gid = ANY($1)", gids)
+	_, err = pool.Exec(ctx, "DELETE FROM "+d.markerTable(database)+" WHERE gid = ANY($1)", gids)
 	return err
 }

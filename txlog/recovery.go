@@ -208,3 +208,13 @@ func (l *Log) Epoch(ctx context.Context, instance string) (int64, error) {
 	}
 	return epoch, nil
 }
+
+// Identity is the log's id (created with its schema) and a name for messages: the database and
+// schema it lives in.
+func (l *Log) Identity(ctx context.Context) (id, name string, err error) {
+	err = l.pool.QueryRow(ctx, `SELECT id, current_database() || '/' || current_schema() FROM coordinator_log LIMIT 1`).Scan(&id, &name)
+	if err != nil {
+		return "", "", fmt.Errorf("txlog: the log's identity: %w", err)
+	}
+	return id, name, nil
+}
