@@ -88,7 +88,8 @@ type Loop struct {
 	kafka *kafkatxn.Pool // nil without Kafka
 	coord Coordinator
 
-	own *Ownership
+	own      *Ownership
+	lostSaid atomic.Bool // the loss of the lock was logged
 
 	trigger chan struct{}
 	done    chan struct{}
@@ -135,8 +136,9 @@ func (l *Loop) Start(ctx context.Context) {
 			case <-t.C:
 			case <-l.trigger:
 			}
-			if _, err := l.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				l.cfg.Logger.Warn("recovery pass failed", "error", err)
+			_, err := l.RunOnce(ctx)
+			if err != nil && ctx.Err() == nil && !errors.Is(err, coord.ErrNotOwner) {
+				l.cfg.Logger.Warn("recovery pass failed", "error", err) // a lost lock is said once
 			}
 		}
 	}()
@@ -190,10 +192,11 @@ func (l *Loop) RunOnce(ctx context.Context) (Stats, error) {
 func (l *Loop) runOnce(ctx context.Context, st *Stats) error {
 	var errs error
 	if err := l.keepOwnership(ctx); err != nil {
-		// No heartbeat without the lock: a process that lost it must look dead to the others,
-		// so that its rows are taken over (its own writes are fenced meanwhile).
-		errs = errors.Join(errs, err)
-	} else if err := l.log.Heartbeat(ctx, l.cfg.Instance); err != nil {
+		// Nothing without the lock: no heartbeat (a process that lost it must look dead to the
+		// others, so that its rows are taken over), no claim (it would be refused anyway).
+		return err
+	}
+	if err := l.log.Heartbeat(ctx, l.cfg.Instance); err != nil {
 		errs = errors.Join(errs, err)
 	}
 	if err := l.resolveDue(ctx, l.cfg.Instance, 0, st); err != nil {
@@ -224,9 +227,13 @@ func (l *Loop) keepOwnership(ctx context.Context) error {
 		l.cfg.Logger.Warn("instance lock claimed again after its session was lost; serving again",
 			"instance", l.cfg.Instance, "epoch", f.Epoch)
 	}
-	if err != nil && ctx.Err() == nil {
+	// Said once per loss, not at every check.
+	if err != nil && ctx.Err() == nil && l.lostSaid.CompareAndSwap(false, true) {
 		l.cfg.Logger.Warn("instance lock lost; not starting transactions until it is claimed again",
 			"instance", l.cfg.Instance, "error", err)
+	}
+	if err == nil {
+		l.lostSaid.Store(false)
 	}
 	return err
 }
