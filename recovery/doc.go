@@ -52,7 +52,9 @@
 // exponential backoff with jitter, scheduled in database time. Every state change is a
 // compare-and-set on the state and owner that were read, so a recovery pass never overwrites a
 // live request's progress or another instance's resolution. Orphan gids with no log row are
-// rolled back; leftover gids of final rows follow the logged outcome. Marker rows are deleted
+// rolled back; leftover gids of final rows follow the logged outcome. Both sweeps act only in
+// this log's namespace (its gid prefix, claimed in every participant database at startup by
+// sqltxn.ClaimNamespace; a second log asking for it is refused). Marker rows are deleted
 // only for rows of this log whose final state, committed or aborted, is durable; a fencing
 // marker also stays while any transaction older than it runs on its database.
 package recovery
