@@ -418,6 +418,11 @@ func advice(e *inDoubtEntry) ([]string, string) {
 		switch e.State {
 		case coord.StateActive:
 			return []string{"retry", "abort"}, "not prepared: presumed abort; the recovery loop rolls it back, retry or abort does it now"
+		case coord.StateAborting:
+			if e.Log != nil && e.Log.OnePhase {
+				return []string{"retry"}, "claimed by a resolver: its one-phase COMMIT's answer was lost; the marker decides (present: committed, absent: fenced and aborted); retry does it now"
+			}
+			return []string{"retry", "abort"}, "claimed by a resolver: the outcome is abort; the recovery loop rolls the participants back, retry or abort does it now"
 		case coord.StatePrepared:
 			if e.Kafka != nil {
 				return []string{"retry"}, "prepared and still open in Kafka: Kafka decides, and its decision is commit; retry commits both sides now, abort is refused"

@@ -64,7 +64,10 @@ type readyBody struct {
 //   - databases: every configured database answers and has max_prepared_transactions > 0;
 //   - migrations: the log's schema version is the binary's latest migration, not dirty;
 //   - kafka (when configured): metadata and ApiVersions answer; reports the cluster's
-//     finalized transaction.version.
+//     finalized transaction.version;
+//   - ownership: this instance holds its instance lock (and reports the epoch); while the
+//     lock's session is lost the instance starts no transaction (503) until it has claimed
+//     the lock again.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	checks := map[string]func(context.Context) check{
 		"log":        s.checkLog,
@@ -73,6 +76,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.deps.Kafka != nil {
 		checks["kafka"] = s.checkKafka
+	}
+	if s.deps.Recovery != nil {
+		checks["ownership"] = s.checkOwnership
 	}
 	body := readyBody{Status: "ready", Checks: map[string]check{}}
 	var mu sync.Mutex
@@ -221,6 +227,14 @@ var latestMigration = sync.OnceValues(func() (int64, error) {
 	}
 	return latest, nil
 })
+
+func (s *Server) checkOwnership(context.Context) check {
+	f, err := s.deps.Recovery.Ownership().Fence()
+	if err != nil {
+		return failed(err)
+	}
+	return passed("instance", f.Instance, "epoch", f.Epoch)
+}
 
 // checkKafka probes the cluster and reports the transactional-id pool: ids free, leased,
 // quarantined (in doubt), held for hanging transactions, and low when fewer than a quarter can

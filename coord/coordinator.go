@@ -30,6 +30,10 @@ type Config struct {
 	Fault func(FaultPoint)
 	// Observer receives phase timings and outcomes (metrics); nil: none.
 	Observer Observer
+	// Ownership says whether this instance holds its lock and with which epoch; every log
+	// write of a request is fenced by the epoch it started with. nil: epoch 0, always owned
+	// (tests without a lock).
+	Ownership Ownership
 }
 
 // Coordinator runs global transactions over the Kafka and SQL participants with the log.
@@ -60,6 +64,14 @@ func New(cfg Config, log Log, kafka Kafka, sql SQL) *Coordinator {
 	return &Coordinator{cfg: cfg, log: log, kafka: kafka, sql: sql}
 }
 
+// fence is the instance and epoch a new request writes with, or ErrNotOwner.
+func (c *Coordinator) fence() (Fence, error) {
+	if c.cfg.Ownership == nil {
+		return Fence{Instance: c.cfg.Instance}, nil
+	}
+	return c.cfg.Ownership.Fence()
+}
+
 // GID is the global transaction id of a request id.
 func (c *Coordinator) GID(requestID string) string { return c.cfg.GIDPrefix + "_" + requestID }
 
@@ -88,12 +100,21 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 
+	// An instance that cannot confirm it holds its lock starts nothing: another instance may be
+	// taking its rows over, and its writes would be refused anyway (fencing).
+	fence, err := c.fence()
+	if err != nil {
+		return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: err}
+	}
 	t := &Transaction{
-		ID:       req.ID,
-		GID:      c.GID(req.ID),
-		Instance: c.cfg.Instance,
-		State:    StateActive,
-		Digest:   req.Digest(),
+		ID:         req.ID,
+		GID:        c.GID(req.ID),
+		Instance:   c.cfg.Instance,
+		State:      StateActive,
+		Owner:      fence.Instance,
+		OwnerEpoch: fence.Epoch,
+		OnePhase:   len(req.Kafka) == 0 && len(req.Databases()) == 1,
+		Digest:     req.Digest(),
 	}
 	// The SQL gids are known from the start and logged with the active row, so that recovery
 	// knows where to look for prepared transactions and marker rows of a request that crashed
@@ -111,7 +132,7 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 		if !bytes.Equal(stored.Digest, t.Digest) {
 			return nil, ErrIDConflict
 		}
-		return outcome(stored, nil)
+		return Answer(stored, nil)
 	}
 	defer c.inflight.Delete(t.GID)
 	start := time.Now()
@@ -130,7 +151,7 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 		if !bytes.Equal(stored.Digest, t.Digest) {
 			return nil, ErrIDConflict
 		}
-		return outcome(stored, nil)
+		return Answer(stored, nil)
 	}
 	t = stored
 	t, err = c.run(ctx, t, &req)
@@ -162,21 +183,6 @@ func (c *Coordinator) fault(point FaultPoint) {
 	}
 }
 
-// outcome turns a stored transaction into Execute's answer.
-func outcome(t *Transaction, cause error) (*Transaction, error) {
-	switch t.State {
-	case StateCommitted:
-		return t, nil
-	case StateAborted:
-		if t.Error != nil && t.Error.Class == ClassRetriable && cause != nil && AsFailure(cause).Unavailable {
-			return t, &OutcomeError{Sentinel: ErrUnavailable, Txn: t, Cause: cause}
-		}
-		return t, &OutcomeError{Sentinel: ErrAborted, Txn: t, Cause: cause}
-	default:
-		return t, &OutcomeError{Sentinel: ErrInDoubt, Txn: t, Cause: cause}
-	}
-}
-
 // work is the state of one request's participants during the protocol.
 type work struct {
 	t        *Transaction
@@ -195,13 +201,18 @@ func (c *Coordinator) sqlGID(gid, database string) string { return SQLGIDFor(gid
 // run executes the protocol of DESIGN.md section 3 for a fresh active row.
 func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*Transaction, error) {
 	w := &work{t: t, req: req}
-	onePhase := len(req.Kafka) == 0 && len(req.Databases()) == 1
+	onePhase := t.OnePhase
 
 	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently (DESIGN.md 8).
 	p1 := time.Now()
 	err := c.phase1(ctx, w, onePhase)
 	c.observeSince(PhasePhase1, p1)
 	if err != nil {
+		if errors.Is(err, ErrCommitUnknown) {
+			// The one database's COMMIT was sent and its answer lost: it may have committed.
+			// Only its marker can tell; the row stays active and recovery settles it.
+			return c.inDoubt(w, err)
+		}
 		return c.abort(w, err)
 	}
 	if onePhase {
@@ -220,6 +231,9 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 		lc := time.Now()
 		err := c.log.Transition(fctx, t, StateCommitting)
 		c.observeSince(PhaseLogCommitting, lc)
+		if errors.Is(err, ErrMovedOn) {
+			return c.yield(fctx, w, fmt.Errorf("log committing: %w", err), false)
+		}
 		if err != nil {
 			return c.inDoubt(w, fmt.Errorf("log committing: %w", err))
 		}
@@ -230,6 +244,11 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 	lp := time.Now()
 	err = c.log.Prepared(fctx, t)
 	c.observeSince(PhaseLogPrepared, lp)
+	if errors.Is(err, ErrMovedOn) {
+		// Claimed by a resolver (or this instance lost its epoch): prepared is not logged, so
+		// nothing will commit; the stored state answers.
+		return c.yield(fctx, w, fmt.Errorf("log prepared: %w", err), false)
+	}
 	if err != nil {
 		return c.inDoubt(w, fmt.Errorf("log prepared: %w", err))
 	}
@@ -367,50 +386,25 @@ func (c *Coordinator) decide(ctx, fctx context.Context, w *work) (commit bool, c
 }
 
 // phase2 commits or rolls back every prepared SQL transaction following the decision, then
-// logs the final state (I4).
+// logs the final state (I4; the rules are finishSQL and mixedDetail, shared with recovery).
 func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause error) (*Transaction, error) {
-	var (
-		wg        sync.WaitGroup
-		mu        sync.Mutex
-		heuristic error
-		failed    error
-	)
 	start := time.Now()
-	for _, g := range w.t.SQLGIDs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var err error
-			if commit {
-				err = c.sql.CommitPrepared(ctx, g.Database, g.GID)
-			} else {
-				err = c.sql.RollbackPrepared(ctx, g.Database, g.GID)
-			}
-			if err == nil {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if errors.Is(err, ErrHeuristic) {
-				heuristic = err
-			} else {
-				failed = err
-			}
-		}()
-	}
-	wg.Wait()
+	mixed, failed := finishSQL(ctx, c.sql, w.t.SQLGIDs, commit)
 	c.observeSince(PhasePhase2, start)
-	if failed == nil && heuristic == nil && commit {
+	if failed == nil && len(mixed) == 0 && commit {
 		c.fault(FaultAfterCommitPrepared)
 	}
 	switch {
-	case heuristic != nil:
-		return c.finish(w, StateHeuristicMixed, heuristic)
-	case failed != nil && commit:
+	case len(mixed) > 0:
+		w.t.Error = mixedDetail(commit, mixed)
+		return c.finishWith(ctx, w, StateHeuristicMixed, nil, true)
+	case failed != nil && commit && w.t.State != StateCommitting:
 		// Kafka committed; SQL phase 2 is pending. committing tells recovery to finish it.
 		if err := c.log.Transition(ctx, w.t, StateCommitting); err != nil {
 			c.cfg.Logger.Error("log committing failed", "gid", w.t.GID, "error", err)
 		}
+		return c.inDoubt(w, fmt.Errorf("sql commit prepared: %w", failed))
+	case failed != nil && commit:
 		return c.inDoubt(w, fmt.Errorf("sql commit prepared: %w", failed))
 	case failed != nil:
 		return c.inDoubt(w, fmt.Errorf("sql rollback prepared: %w", failed))
@@ -429,8 +423,30 @@ const kafkaAbortTimeout = 3 * time.Second
 func (c *Coordinator) abort(w *work, cause error) (*Transaction, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.FinishTimeout)
 	defer cancel()
+	clean := c.rollback(ctx, w)
+	f := AsFailure(cause)
+	if !clean {
+		f.Unavailable = false // something may be left prepared: not "safe to retry" (503)
+	}
+	w.t.SQL = nil
+	if errors.Is(cause, ErrConfinementBreach) {
+		// I13's second line of defence fired: what the client statement did before it left the
+		// transaction may be committed on that database while everything else was rolled back.
+		// Not an abort anyone may rely on: heuristic, with the evidence, for an operator.
+		f.Unavailable = false
+		c.cfg.Observer.ObserveConfinementBreach()
+		return c.finishWith(ctx, w, StateHeuristic, f, true)
+	}
+	return c.finishWith(ctx, w, StateAborted, f, true)
+}
+
+// rollback aborts this request's own participants before the decision: the Kafka transaction,
+// then every database where PREPARE may have been sent. clean=false: a gid may be left
+// prepared (recovery rolls it back).
+func (c *Coordinator) rollback(ctx context.Context, w *work) (clean bool) {
 	start := time.Now()
-	clean := true
+	defer c.observeSince(PhaseAbort, start)
+	clean = true
 	if w.ktx != nil {
 		// Bounded short: when Kafka is down the abort cannot get through, and it need not. The
 		// transaction was never logged prepared, so nothing will ever commit it (I3); the broken
@@ -452,34 +468,58 @@ func (c *Coordinator) abort(w *work, cause error) (*Transaction, error) {
 			clean = false
 		}
 	}
-	c.observeSince(PhaseAbort, start)
-	f := AsFailure(cause)
-	if !clean {
-		f.Unavailable = false // something may be left prepared: not "safe to retry" (503)
-	}
-	w.t.SQL = nil
-	if errors.Is(cause, ErrConfinementBreach) {
-		// I13's second line of defence fired: what the client statement did before it left the
-		// transaction may be committed on that database while everything else was rolled back.
-		// Not an abort anyone may rely on: heuristic, with the evidence, for an operator.
-		f.Unavailable = false
-		c.cfg.Observer.ObserveConfinementBreach()
-		return c.finishWith(ctx, w, StateHeuristic, f, true)
-	}
-	return c.finishWith(ctx, w, StateAborted, f, true)
+	return clean
 }
 
 // inDoubt leaves the transaction to recovery: the transactional.id stays quarantined (I1).
 func (c *Coordinator) inDoubt(w *work, cause error) (*Transaction, error) {
 	c.cfg.Logger.Error("transaction in doubt; left to recovery", "gid", w.t.GID, "state", w.t.State, "error", cause)
-	if w.ktx != nil {
-		if w.t.Kafka == nil || w.t.State == StateActive {
-			// The log may not name the id: remember it so recovery can release it.
-			c.quarantine.Store(w.t.GID, w.ktx.TransactionalID())
-		}
-		w.ktx.Release(false)
-	}
+	c.quarantineID(w)
 	return w.t, &OutcomeError{Sentinel: ErrInDoubt, Txn: w.t, Cause: cause}
+}
+
+// quarantineID keeps the request's transactional id out of the pool until recovery has
+// resolved the row and releases it (I1).
+func (c *Coordinator) quarantineID(w *work) {
+	if w.ktx == nil {
+		return
+	}
+	if w.t.Kafka == nil || w.t.State == StateActive {
+		// The log may not name the id: remember it so recovery can release it.
+		c.quarantine.Store(w.t.GID, w.ktx.TransactionalID())
+	}
+	w.ktx.Release(false)
+	w.ktx = nil
+}
+
+// yield answers a request whose row is no longer its own: a resolver claimed it (recovery, a
+// takeover, an operator), or this instance lost the epoch the request started with. The stored
+// state is the answer; the request writes nothing more. When the stored outcome is an abort of
+// a transaction this request had not decided, its own participants are rolled back at once
+// (the resolver does the same; both are idempotent) and a transactional id whose Kafka
+// transaction was aborted goes back to the pool: the row can never be logged prepared, so
+// nothing can commit that transaction (I1, I3).
+func (c *Coordinator) yield(ctx context.Context, w *work, cause error, rolledBack bool) (*Transaction, error) {
+	stored, err := c.log.Get(ctx, w.t.ID)
+	if err != nil {
+		return c.inDoubt(w, fmt.Errorf("%w; re-reading the row: %w", cause, err))
+	}
+	c.cfg.Logger.Warn("row claimed by another owner; answering from the stored state", "gid", w.t.GID,
+		"state", stored.State, "owner", stored.Owner, "owner_epoch", stored.OwnerEpoch,
+		"my_epoch", w.t.OwnerEpoch, "cause", cause)
+	abort := w.t.State == StateActive && !stored.OnePhase &&
+		(stored.State == StateAborting || stored.State == StateAborted)
+	if abort {
+		if !rolledBack {
+			c.rollback(ctx, w)
+		}
+		if w.ktx != nil {
+			w.ktx.Release(true)
+			w.ktx = nil
+		}
+	}
+	c.quarantineID(w)
+	return Answer(stored, cause)
 }
 
 func (c *Coordinator) finish(w *work, to State, cause error) (*Transaction, error) {
@@ -503,19 +543,22 @@ func (c *Coordinator) finishWith(ctx context.Context, w *work, to State, f *Fail
 	start := time.Now()
 	err := c.log.Transition(ctx, w.t, to)
 	c.observeSince(PhaseLogFinal, start)
-	if w.ktx != nil {
-		w.ktx.Release(err == nil && reusable)
-	}
 	var cause error
 	if f != nil {
 		cause = f
 	}
+	if errors.Is(err, ErrMovedOn) {
+		return c.yield(ctx, w, fmt.Errorf("log %s: %w", to, err), to == StateAborted)
+	}
 	if err != nil {
 		c.cfg.Logger.Error("final log write failed; recovery completes it", "gid", w.t.GID, "state", to, "error", err)
-		return w.t, &OutcomeError{Sentinel: ErrInDoubt, Txn: w.t, Cause: fmt.Errorf("log %s: %w", to, err)}
+		return c.inDoubt(w, fmt.Errorf("log %s: %w", to, err))
+	}
+	if w.ktx != nil {
+		w.ktx.Release(reusable)
 	}
 	c.cfg.Logger.Debug("transaction finished", "gid", w.t.GID, "state", to)
-	return outcome(w.t, cause)
+	return Answer(w.t, cause)
 }
 
 func newID() string {

@@ -27,8 +27,32 @@
 //	│
 //	└── retry of an aborted-retriable request with the same body (503 said "safe to retry")
 //
+//	active ──claim──► aborting ──► aborted   (a resolver's claim fixes the outcome, rules.go;
+//	                      └──────► committed  only a one-phase row's marker can still say commit)
+//
 // A participant resolved by hand against the decision ends heuristic_mixed; an outcome that
 // cannot be decided ends heuristic. Both wait for an operator.
+//
+// # Ownership and fencing
+//
+// Every row has an owner: the instance allowed to write it, and the epoch of that instance's
+// lock when it took the row (Transaction.Owner, OwnerEpoch). An instance's epoch grows every
+// time its lock is taken (its start, its own re-claim after the lock's session died, a
+// takeover, an operator acting for it). Every log write is a compare-and-set on the state the
+// writer read, on the owner and epoch, and on that epoch still being the instance's; a write
+// that fails so (ErrMovedOn) changes nothing, and the writer answers from the stored row
+// (Answer). So:
+//
+//   - a resolver (recovery, a takeover, an operator) first claims the row (Log.Claim, ClaimState)
+//     and only then touches a participant; claiming an active row moves it to aborting, after
+//     which the request's own prepared write fails and nothing can commit Kafka;
+//   - an instance that lost its lock's session starts no transaction (ErrNotOwner, 503) until it
+//     has claimed the lock again, with a new epoch; its requests in flight then write nothing.
+//
+// The one-phase path (one database, no Kafka) commits without prepared: the database's COMMIT
+// is the decision. A lost COMMIT answer (cut connection, expired budget, terminated backend) is
+// ErrCommitUnknown and leaves the row active (202); the resolver's SQL.SettleOnePhase reads the
+// marker, or fences the gid so that the COMMIT can no longer happen, and logs what it proves.
 //
 // # Invariants (DESIGN.md section 3), and where they are enforced
 //
@@ -40,8 +64,16 @@
 //     Coordinator.decide (no abort call after prepared; a lost answer leaves the row prepared).
 //   - I4 SQL phase 2 follows the decision and is idempotent; a missing gid is resolved with the
 //     marker row: sqltxn.Databases.CommitPrepared / RollbackPrepared.
-//   - I5–I8 (recovery, orphans, the outcome oracle, instance ownership) belong to the recovery
-//     loop; the log keeps everything it needs (txlog).
+//   - I5 presumed abort before prepared, resume by the stored ids after it, phase 2 following
+//     the decision: Rules (rules.go), the one place both the request path and every resolver
+//     take them from.
+//   - Claim before act: Rules.Resolve claims (Log.Claim) before Decide touches a participant;
+//     the request path's writes are fenced by its epoch (txlog.Log.update).
+//   - A one-phase outcome comes from evidence only: sqltxn.Databases.Run reports a lost COMMIT
+//     answer as ErrCommitUnknown (never aborted), Coordinator.run leaves it in doubt, and
+//     Rules.presumedAbort settles it by the marker (SQL.SettleOnePhase).
+//   - I6–I8 (orphans, the outcome oracle, instance ownership) belong to the recovery loop; the
+//     log keeps everything it needs (txlog).
 //
 // # Failure Handling
 //
@@ -51,5 +83,8 @@
 // its error class (KIP-1050 groups) and SQLSTATE. After prepared, an unclear EndTxn answer is
 // retried with a raw EndTxn by the stored ids within the caller's budget, then left to recovery
 // (ErrInDoubt, 202) with the transactional.id quarantined. Phase 2 and the final log write run
-// to completion even when the caller has gone.
+// to completion even when the caller has gone. A write refused because someone else now owns
+// the row makes the request answer from the stored row: committed 200; aborted, or aborting
+// and not one-phase, 409 (its own participants are rolled back at once); anything else 202. A
+// one-phase COMMIT whose answer was lost is 202, never 409 or 503: only the marker can tell.
 package coord

@@ -50,6 +50,14 @@ var (
 	// break atomicity, or another process owns the transaction right now); nothing was changed
 	// unless the message says so.
 	ErrNotAllowed = errors.New("action not allowed")
+	// ErrMovedOn: a log write's compare-and-set failed: the row left the state the writer read,
+	// or it is no longer the writer's (claimed by a resolver, or the writer's instance lost the
+	// epoch of its lock). The writer re-reads and answers from the stored state.
+	ErrMovedOn = errors.New("transaction moved on: its state or owner changed")
+	// ErrNotOwner: this instance cannot confirm that it still holds its instance lock (the lock
+	// session died: PostgreSQL restarted, the backend was terminated, the network cut); it
+	// starts no transaction until it has claimed the lock again (503).
+	ErrNotOwner = errors.New("instance does not hold its lock")
 )
 
 // InvalidError names the request field that is wrong.
@@ -128,4 +136,11 @@ var (
 	// (I13's second line of defence fired). What it did before may be committed on that
 	// database, so the outcome is heuristic, for an operator, with the evidence.
 	ErrConfinementBreach = errors.New("a client statement left the coordinator's transaction")
+	// ErrUndecidable: the outcome oracle cannot read a prepared transaction's outcome back
+	// from Kafka (records gone, not ours); the row is parked heuristic, never guessed.
+	ErrUndecidable = errors.New("kafka outcome cannot be read back")
+	// ErrCommitUnknown: a one-phase COMMIT was sent and its answer lost (connection cut,
+	// budget expired, backend terminated): it may have committed. The row stays in doubt until
+	// the marker decides (SQL.SettleOnePhase).
+	ErrCommitUnknown = errors.New("one-phase commit sent, answer lost")
 )

@@ -48,17 +48,41 @@ type SQL interface {
 	// resolved with the marker row; ErrHeuristic reports a gid that ended the other way.
 	CommitPrepared(ctx context.Context, database, gid string) error
 	RollbackPrepared(ctx context.Context, database, gid string) error
+	// SettleOnePhase decides a one-phase transaction from evidence, for good: a marker row
+	// committed by the transaction means committed; otherwise a fencing marker (aborted) is
+	// written under the same key, which makes a late marker insert, and so a late COMMIT, of that
+	// transaction fail. A transaction still running holds the key: the call waits for it to end
+	// (or for ctx). committed=false is definite.
+	SettleOnePhase(ctx context.Context, database, gid string) (committed bool, err error)
 }
 
-// Log is the durable coordinator log (txlog.Log).
+// Oracle reads a prepared transaction's outcome back from Kafka (I7): committed, aborted, or
+// an error matching ErrUndecidable when the records cannot tell (gone, not ours).
+type Oracle interface {
+	Outcome(ctx context.Context, ids KafkaIDs, records []RecordOffset) (committed bool, err error)
+}
+
+// Ownership says whether this instance holds its instance lock, and the epoch it holds
+// (recovery.Ownership). Fence returns an error matching ErrNotOwner while the lock is lost.
+type Ownership interface {
+	Fence() (Fence, error)
+}
+
+// Log is the durable coordinator log (txlog.Log). Every write is a compare-and-set on the
+// state the writer read (t.State) and on the row's owner (t.Owner at t.OwnerEpoch, which must
+// still be that instance's current epoch); a write that finds otherwise changes nothing and
+// returns an error matching ErrMovedOn.
 type Log interface {
-	// Begin records a new transaction in state active. When the request id exists already it
-	// returns the stored transaction and created=false.
+	// Begin records a new transaction in state active, owned by t.Owner at t.OwnerEpoch. When
+	// the request id exists already it returns the stored transaction and created=false.
 	Begin(ctx context.Context, t *Transaction) (stored *Transaction, created bool, err error)
 	// Prepared makes the Kafka ids, offsets and SQL gids durable with state prepared (I2).
 	Prepared(ctx context.Context, t *Transaction) error
 	// Transition moves the transaction to a new state, storing results and error.
 	Transition(ctx context.Context, t *Transaction, to State) error
+	// Claim makes the row by's and moves it to state to (claim before act): the resolver's
+	// first write, before it touches any participant.
+	Claim(ctx context.Context, t *Transaction, by Fence, to State) error
 	Get(ctx context.Context, id string) (*Transaction, error)
 }
 

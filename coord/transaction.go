@@ -9,7 +9,11 @@ import (
 type State string
 
 const (
-	StateActive     State = "active"     // begun; participants may hold work, nothing decided
+	StateActive State = "active" // begun; participants may hold work, nothing decided
+	// StateAborting: a resolver claimed the row before it was prepared; the outcome is fixed
+	// (abort; for a one-phase row, whatever its marker proves) and the participants may still
+	// hold work to roll back.
+	StateAborting   State = "aborting"
 	StatePrepared   State = "prepared"   // every participant prepared; Kafka ids durable (I2)
 	StateCommitting State = "committing" // decided commit without Kafka; SQL phase 2 pending
 	StateCommitted  State = "committed"  // final: both sides committed
@@ -32,7 +36,7 @@ func (s State) Final() bool {
 // ParseState accepts the wire names of the states.
 func ParseState(s string) (State, bool) {
 	switch st := State(s); st {
-	case StateActive, StatePrepared, StateCommitting, StateCommitted, StateAborted,
+	case StateActive, StateAborting, StatePrepared, StateCommitting, StateCommitted, StateAborted,
 		StateHeuristic, StateHeuristicMixed:
 		return st, true
 	}
@@ -42,10 +46,16 @@ func ParseState(s string) (State, bool) {
 // Transaction is the coordinator's record of one global transaction: what the log stores and
 // what the API returns.
 type Transaction struct {
-	ID        string       `json:"id"`
-	GID       string       `json:"gid"`
-	Instance  string       `json:"instance"`
-	State     State        `json:"state"`
+	ID       string `json:"id"`
+	GID      string `json:"gid"`
+	Instance string `json:"instance"`
+	State    State  `json:"state"`
+	// Owner and OwnerEpoch are who may write the row now (the fencing token): the instance
+	// that runs or resolves it and the epoch of that instance's lock when it took the row.
+	Owner      string `json:"owner,omitempty"`
+	OwnerEpoch int64  `json:"owner_epoch,omitempty"`
+	// OnePhase: one database and no Kafka; its COMMIT is the decision (the marker proves it).
+	OnePhase  bool         `json:"one_phase,omitempty"`
 	Kafka     *KafkaState  `json:"kafka,omitempty"`
 	SQL       []SQLResult  `json:"sql,omitempty"`
 	SQLGIDs   []SQLGID     `json:"sql_gids,omitempty"`
@@ -59,6 +69,17 @@ type Transaction struct {
 	// Digest identifies the request body (idempotency); not part of the API.
 	Digest []byte `json:"-"`
 }
+
+// Fence is a writer's claim to log rows: its instance and the epoch of that instance's lock.
+// Every log write names the writer's fence and succeeds only while the row's owner is that
+// fence and the instance still holds that epoch.
+type Fence struct {
+	Instance string
+	Epoch    int64
+}
+
+// Fence is the row's current owner.
+func (t *Transaction) Fence() Fence { return Fence{Instance: t.Owner, Epoch: t.OwnerEpoch} }
 
 // KafkaIDs are what it takes to finish an open Kafka transaction from anywhere: the
 // transactional.id and the producer id and epoch that EndTxn must carry.

@@ -167,7 +167,7 @@ func (m *Metrics) WatchLog(q Querier, timeout time.Duration) {
 // (state, created_at)), so it reads only those rows.
 const inDoubtSQL = `SELECT state, count(*), EXTRACT(EPOCH FROM now() - min(created_at))::float8
 FROM coordinator_transactions
-WHERE state IN ('active', 'prepared', 'committing', 'heuristic', 'heuristic_mixed')
+WHERE state IN ('active', 'aborting', 'prepared', 'committing', 'heuristic', 'heuristic_mixed')
 GROUP BY state`
 
 var (

@@ -37,7 +37,13 @@ type Config struct {
 	// returned to the pool after this long (the largest request budget plus the finish bound:
 	// no request can still be running with it). hanging.go.
 	QuarantineGrace time.Duration
-	Logger          *slog.Logger
+	// TakeoverGuard: a takeover leaves alone active rows younger than this (the largest request
+	// budget plus the finish bound): their request may still be running in a process that
+	// lost its lock. Fencing makes acting on them safe; waiting spares live requests.
+	TakeoverGuard time.Duration
+	// OwnerCheck is how often the instance lock's session is checked (at most Interval).
+	OwnerCheck time.Duration
+	Logger     *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -61,6 +67,9 @@ func (c *Config) defaults() {
 	}
 	if c.QuarantineGrace <= 0 {
 		c.QuarantineGrace = 2 * time.Minute
+	}
+	if c.OwnerCheck <= 0 || c.OwnerCheck > c.Interval {
+		c.OwnerCheck = min(c.Interval, time.Second)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -86,8 +95,8 @@ type Loop struct {
 	kafka *kafkatxn.Pool // nil without Kafka
 	coord Coordinator
 
-	ownerMu sync.Mutex
-	owner   *Owner
+	own      *Ownership
+	lostSaid atomic.Bool // the loss of the lock was logged
 
 	trigger chan struct{}
 	done    chan struct{}
@@ -99,10 +108,14 @@ type Loop struct {
 	total   Stats // the sum of every pass's Stats (Totals)
 }
 
-// New returns a loop. owner is the instance's claimed lock (Claim).
-func New(cfg Config, owner *Owner, log *txlog.Log, sql *sqltxn.Databases, kafka *kafkatxn.Pool, c Coordinator) *Loop {
+// New returns a loop. own is the instance's standing (its claimed lock and epoch); every row
+// the loop resolves is claimed with that epoch first.
+func New(cfg Config, own *Ownership, log *txlog.Log, sql *sqltxn.Databases, kafka *kafkatxn.Pool, c Coordinator) *Loop {
 	cfg.defaults()
-	return &Loop{cfg: cfg, owner: owner, log: log, sql: sql, kafka: kafka, coord: c,
+	if own == nil {
+		own = NewOwnership("", cfg.Instance, nil)
+	}
+	return &Loop{cfg: cfg, own: own, log: log, sql: sql, kafka: kafka, coord: c,
 		trigger: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
@@ -119,8 +132,10 @@ type Stats struct {
 	Healed          int
 }
 
-// Start runs passes every Interval and on Trigger until ctx is done.
+// Start runs passes every Interval and on Trigger until ctx is done, and checks the instance
+// lock's session every OwnerCheck.
 func (l *Loop) Start(ctx context.Context) {
+	go l.watchOwnership(ctx)
 	go func() {
 		defer close(l.done)
 		t := time.NewTicker(l.cfg.Interval)
@@ -132,8 +147,9 @@ func (l *Loop) Start(ctx context.Context) {
 			case <-t.C:
 			case <-l.trigger:
 			}
-			if _, err := l.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				l.cfg.Logger.Warn("recovery pass failed", "error", err)
+			_, err := l.RunOnce(ctx)
+			if err != nil && ctx.Err() == nil && !errors.Is(err, coord.ErrNotOwner) {
+				l.cfg.Logger.Warn("recovery pass failed", "error", err) // a lost lock is said once
 			}
 		}
 	}()
@@ -190,12 +206,14 @@ func (l *Loop) RunOnce(ctx context.Context) (Stats, error) {
 func (l *Loop) runOnce(ctx context.Context, st *Stats) error {
 	var errs error
 	if err := l.keepOwnership(ctx); err != nil {
-		errs = errors.Join(errs, err)
+		// Nothing without the lock: no heartbeat (a process that lost it must look dead to the
+		// others, so that its rows are taken over), no claim (it would be refused anyway).
+		return err
 	}
 	if err := l.log.Heartbeat(ctx, l.cfg.Instance); err != nil {
 		errs = errors.Join(errs, err)
 	}
-	if err := l.resolveDue(ctx, l.cfg.Instance, st); err != nil {
+	if err := l.resolveDue(ctx, l.cfg.Instance, 0, st); err != nil {
 		errs = errors.Join(errs, err)
 	}
 	if err := l.orphans(ctx, st); err != nil {
@@ -216,36 +234,60 @@ func (l *Loop) runOnce(ctx context.Context, st *Stats) error {
 	return errs
 }
 
-// keepOwnership re-claims the instance lock when its session was lost (PostgreSQL restarted).
+// keepOwnership checks the instance lock's session; when it was lost (PostgreSQL restarted,
+// the backend terminated, the network cut) the instance stops starting transactions and claims
+// the lock again, with a new epoch, as soon as PostgreSQL lets it.
 func (l *Loop) keepOwnership(ctx context.Context) error {
-	l.ownerMu.Lock()
-	defer l.ownerMu.Unlock()
-	if l.owner != nil && l.owner.Check(ctx) == nil {
-		return nil
-	}
 	if l.cfg.DSN == "" {
 		return nil
 	}
-	if l.owner != nil {
-		l.owner.Close(ctx)
-		l.owner = nil
+	reclaimed, err := l.own.Keep(ctx, l.cfg.OwnerCheck)
+	if reclaimed {
+		f, _ := l.own.Fence()
+		l.cfg.Logger.Warn("instance lock claimed again after its session was lost; serving again",
+			"instance", l.cfg.Instance, "epoch", f.Epoch)
 	}
-	o, err := Claim(ctx, l.cfg.DSN, l.cfg.Instance, time.Second)
-	if err != nil {
-		return err
+	// Said once per loss, not at every check.
+	if err != nil && ctx.Err() == nil && l.lostSaid.CompareAndSwap(false, true) {
+		l.cfg.Logger.Warn("instance lock lost; not starting transactions until it is claimed again",
+			"instance", l.cfg.Instance, "error", err)
 	}
-	l.owner = o
-	l.cfg.Logger.Warn("instance lock re-claimed after its session was lost", "instance", l.cfg.Instance)
-	return nil
+	if err == nil {
+		l.lostSaid.Store(false)
+	}
+	return err
 }
 
+// watchOwnership runs keepOwnership every OwnerCheck, between passes, until ctx is done.
+func (l *Loop) watchOwnership(ctx context.Context) {
+	if l.cfg.DSN == "" {
+		return
+	}
+	t := time.NewTicker(l.cfg.OwnerCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_ = l.keepOwnership(ctx)
+	}
+}
+
+// Ownership is the instance's standing (for /readyz).
+func (l *Loop) Ownership() *Ownership { return l.own }
+
 // resolveDue resolves the instance's due transactions, Parallelism at a time, until none is
-// left that this pass has not tried.
-func (l *Loop) resolveDue(ctx context.Context, instance string, st *Stats) error {
+// left that this pass has not tried. Active rows younger than activeGuard are left alone.
+func (l *Loop) resolveDue(ctx context.Context, instance string, activeGuard time.Duration, st *Stats) error {
+	if _, err := l.own.Fence(); err != nil {
+		return err // nothing can be claimed without the instance lock
+	}
 	tried := map[string]bool{}
 	var mu sync.Mutex
 	for {
-		rows, err := l.log.Due(ctx, instance, 4*l.cfg.Parallelism)
+		rows, err := l.log.Due(ctx, instance, activeGuard, 4*l.cfg.Parallelism)
 		if err != nil {
 			return err
 		}

@@ -4,23 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/kafkatxn"
 )
 
-// errMovedOn: the transaction left the state a pass read (its request finished, another pass
-// or an operator resolved it); nothing is left to do.
-var errMovedOn = errors.New("transaction moved on")
+// errMovedOn: the transaction left the state a pass read, or another resolver claimed it first
+// (its request finished, another pass, an instance or an operator resolved it); nothing is left
+// to do here.
+var errMovedOn = coord.ErrMovedOn
 
 // resolveTimeout bounds one attempt at one transaction.
 const resolveTimeout = 30 * time.Second
 
-// resolve applies the recovery rules (I4, I5, I7) to one transaction that is not final and not
-// in flight, logs the final state, and returns its transactional id to the pool (I1). A failed
-// attempt is recorded with its error and the next attempt is scheduled after backoff.
+// resolve applies the protocol's rules (coord.Rules: claim, then presumed abort, resume by the
+// stored ids or phase 2) to one transaction that is not final and not in flight, logs the final
+// state, and returns its transactional id to the pool (I1). A failed attempt is recorded with
+// its error and the next attempt is scheduled after backoff.
 func (l *Loop) resolve(ctx context.Context, t *coord.Transaction, own bool) error {
 	return l.resolveWith(ctx, t, own, nil)
 }
@@ -34,7 +35,8 @@ func (l *Loop) resolveWith(ctx context.Context, t *coord.Transaction, own bool,
 	// The caller checked that no request of this process runs the transaction; the row read
 	// before that check may be stale: a request that finished in between has logged its final
 	// state and released its transactional id, and acting on the stale Kafka ids (EndTxn by an
-	// old epoch) would touch an id that serves another transaction now (I1). Re-read it.
+	// old epoch) would touch an id that serves another transaction now (I1). Re-read it. (The
+	// claim below is a compare-and-set on what is read here.)
 	fresh, err := l.log.GetGID(rctx, t.GID)
 	if err != nil {
 		return err
@@ -43,13 +45,13 @@ func (l *Loop) resolveWith(ctx context.Context, t *coord.Transaction, own bool,
 		return errMovedOn
 	}
 	*t = *fresh
-	to, detail, err := l.decide(rctx, t)
-	if err == nil {
-		if reword != nil {
-			detail = reword(to, detail)
-		}
-		t.Error = detail
-		err = l.log.Transition(rctx, t, to)
+	by, err := l.own.Fence()
+	if err != nil {
+		return err // this instance cannot write: its lock is being claimed again
+	}
+	to, err := l.rules().Resolve(rctx, t, by, reword)
+	if errors.Is(err, coord.ErrMovedOn) {
+		return errMovedOn
 	}
 	if err != nil {
 		attempts, _, _ := l.log.Attempts(ctx, t.GID)
@@ -67,127 +69,24 @@ func (l *Loop) resolveWith(ctx context.Context, t *coord.Transaction, own bool,
 	return nil
 }
 
-// decide finds the outcome and drives the SQL participants to it.
-func (l *Loop) decide(ctx context.Context, t *coord.Transaction) (coord.State, *coord.ErrorDetail, error) {
-	switch t.State {
-	case coord.StateActive:
-		return l.presumedAbort(ctx, t)
-	case coord.StateCommitting:
-		// The decision was commit, durably (no Kafka): commit every SQL participant.
-		return l.phase2(ctx, t, true, nil)
-	case coord.StatePrepared:
-		return l.resumePrepared(ctx, t)
+// rules are the protocol's decisions over this loop's participants.
+func (l *Loop) rules() coord.Rules {
+	r := coord.Rules{Log: l.log, SQL: l.sql, KafkaTxnTimeout: l.cfg.KafkaTxnTimeout, Now: l.log.Now}
+	if l.kafka != nil {
+		r.Kafka, r.Oracle = l.kafka, oracle{l.kafka}
 	}
-	return "", nil, fmt.Errorf("recovery: %s is %s, not in doubt", t.GID, t.State)
+	return r
 }
 
-// presumedAbort (I5): before prepared nothing was decided, so everything is rolled back. The one
-// exception is the one-phase path (one database, no Kafka), which commits without preparing: a
-// visible marker row means that commit happened.
-func (l *Loop) presumedAbort(ctx context.Context, t *coord.Transaction) (coord.State, *coord.ErrorDetail, error) {
-	committed := false
-	for _, g := range t.SQLGIDs {
-		err := l.sql.RollbackPrepared(ctx, g.Database, g.GID)
-		switch {
-		case errors.Is(err, coord.ErrHeuristic):
-			committed = true // only the one-phase commit leaves a visible marker before prepared
-		case err != nil:
-			return "", nil, err
-		}
-	}
-	if committed {
-		return coord.StateCommitted, nil, nil
-	}
-	// The Kafka side, if any, is aborted by re-initialising the transactional id: at startup by
-	// the pool, in a takeover by Reinit, otherwise when the quarantined id is released.
-	return coord.StateAborted, &coord.ErrorDetail{
-		Participant: coord.ParticipantCoordinator,
-		Class:       coord.ClassRetriable,
-		Message:     "presumed abort: the coordinator stopped before the transaction was prepared",
-	}, nil
-}
+// oracle is the Kafka pool's outcome oracle with coord's sentinel for undecidable outcomes.
+type oracle struct{ p *kafkatxn.Pool }
 
-// resumePrepared (I5, I7): re-send EndTxn(commit) with the stored ids and follow Kafka's answer;
-// when the answer is ambiguous, read the logged offsets back.
-func (l *Loop) resumePrepared(ctx context.Context, t *coord.Transaction) (coord.State, *coord.ErrorDetail, error) {
-	if t.Kafka == nil || t.Kafka.TransactionalID == "" {
-		return coord.StateHeuristic, &coord.ErrorDetail{Participant: coord.ParticipantCoordinator,
-			Class: coord.ClassInternal, Message: "prepared without Kafka ids in the log: cannot decide"}, nil
+func (o oracle) Outcome(ctx context.Context, ids coord.KafkaIDs, recs []coord.RecordOffset) (bool, error) {
+	committed, err := o.p.Outcome(ctx, ids, recs)
+	if errors.Is(err, kafkatxn.ErrUndecidable) {
+		err = fmt.Errorf("%w: %w", coord.ErrUndecidable, err)
 	}
-	if l.kafka == nil {
-		return "", nil, errors.New("recovery: a prepared transaction needs Kafka, and none is configured")
-	}
-	err := l.kafka.EndTxn(ctx, t.Kafka.KafkaIDs, true)
-	switch {
-	case err == nil:
-		return l.phase2(ctx, t, true, nil)
-	case errors.Is(err, coord.ErrKafkaAborted):
-		return l.phase2(ctx, t, false, l.abortReason(ctx, t, err))
-	case coord.AsFailure(err).Class != coord.ClassFenced:
-		return "", nil, err // unclear (broker down, …): try again later
-	}
-	// Fenced: someone re-initialised the id, or the epoch moved on. Ask the records (I7).
-	committed, oerr := l.kafka.Outcome(ctx, t.Kafka.KafkaIDs, t.Kafka.Records)
-	switch {
-	case oerr == nil && committed:
-		return l.phase2(ctx, t, true, nil)
-	case oerr == nil:
-		return l.phase2(ctx, t, false, &coord.ErrorDetail{Participant: coord.ParticipantKafka,
-			Class:   coord.ClassFenced,
-			Message: fmt.Sprintf("EndTxn answered %v; the logged records were aborted (read back with read_committed)", err)})
-	case errors.Is(oerr, kafkatxn.ErrUndecidable):
-		// Never guess: park it for an operator, with the evidence.
-		return coord.StateHeuristic, &coord.ErrorDetail{Participant: coord.ParticipantKafka,
-			Class:   coord.ClassFenced,
-			Message: fmt.Sprintf("outcome unknown: EndTxn answered %v and %v", err, oerr)}, nil
-	}
-	return "", nil, fmt.Errorf("EndTxn answered %w; outcome oracle: %w", err, oerr)
-}
-
-// abortReason says why Kafka aborted a prepared transaction; the usual cause is that it stayed
-// open longer than the Kafka transaction timeout while the coordinator was down.
-func (l *Loop) abortReason(ctx context.Context, t *coord.Transaction, err error) *coord.ErrorDetail {
-	msg := err.Error()
-	if now, nerr := l.log.Now(ctx); nerr == nil && t.PreparedAt != nil && l.cfg.KafkaTxnTimeout > 0 {
-		if age := now.Sub(*t.PreparedAt); age > l.cfg.KafkaTxnTimeout {
-			msg = fmt.Sprintf("Kafka aborted the transaction: it stayed prepared for %s, longer than the Kafka transaction timeout (%s), before the commit reached Kafka (%v)",
-				age.Round(time.Second), l.cfg.KafkaTxnTimeout, err)
-		}
-	}
-	return &coord.ErrorDetail{Participant: coord.ParticipantKafka, Class: coord.ClassAbortable, Message: msg}
-}
-
-// phase2 drives every SQL participant to the decision (I4). A participant found resolved the
-// other way by someone else makes the outcome heuristic_mixed, with the evidence.
-func (l *Loop) phase2(ctx context.Context, t *coord.Transaction, commit bool, cause *coord.ErrorDetail) (coord.State, *coord.ErrorDetail, error) {
-	var mixed []string
-	for _, g := range t.SQLGIDs {
-		var err error
-		if commit {
-			err = l.sql.CommitPrepared(ctx, g.Database, g.GID)
-		} else {
-			err = l.sql.RollbackPrepared(ctx, g.Database, g.GID)
-		}
-		switch {
-		case errors.Is(err, coord.ErrHeuristic):
-			mixed = append(mixed, err.Error())
-		case err != nil:
-			return "", nil, err
-		}
-	}
-	if len(mixed) > 0 {
-		decision := "abort"
-		if commit {
-			decision = "commit"
-		}
-		return coord.StateHeuristicMixed, &coord.ErrorDetail{Participant: coord.ParticipantSQL,
-			Class:   coord.ClassInternal,
-			Message: fmt.Sprintf("the decision was %s, but %s", decision, strings.Join(mixed, "; "))}, nil
-	}
-	if commit {
-		return coord.StateCommitted, nil, nil
-	}
-	return coord.StateAborted, cause, nil
+	return committed, err
 }
 
 // release returns the transaction's id to this instance's pool once no transaction in doubt

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
 )
@@ -158,7 +156,9 @@ func (l *Loop) resolveNow(ctx context.Context, t *coord.Transaction, guard func(
 	return cur, nil
 }
 
-// claimFor makes sure no live process is working on t while it is resolved here.
+// claimFor makes sure no live process is working on t while it is resolved here. A row of
+// another instance is acted on only while that instance's lock is free; the lock is held (and
+// that instance's epoch bumped, fencing a process that runs without its lock) until unlock.
 func (l *Loop) claimFor(ctx context.Context, t *coord.Transaction) (unlock func(), own bool, err error) {
 	if t.Instance == l.cfg.Instance {
 		if l.coord.InFlight(t.GID) {
@@ -169,19 +169,11 @@ func (l *Loop) claimFor(ctx context.Context, t *coord.Transaction) (unlock func(
 	if l.cfg.DSN == "" {
 		return nil, false, fmt.Errorf("%w: %s belongs to instance %q; it is resolved there or by a takeover", coord.ErrNotAllowed, t.ID, t.Instance)
 	}
-	// A connection of its own: the owner's session is the loop's, and pgx connections are not
-	// shared between goroutines. Closing it releases the lock.
-	conn, err := pgx.Connect(ctx, l.cfg.DSN)
+	o, free, err := lockFor(ctx, l.cfg.DSN, t.Instance)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: instance lock of %q: %w", coord.ErrUnavailable, t.Instance, err)
+		return nil, false, fmt.Errorf("%w: %w", coord.ErrUnavailable, err)
 	}
-	o := &Owner{conn: conn, instance: t.Instance}
-	free, err := o.TryLock(ctx, t.Instance)
-	if err != nil || !free {
-		o.Close(context.WithoutCancel(ctx))
-		if err != nil {
-			return nil, false, fmt.Errorf("%w: instance lock of %q: %w", coord.ErrUnavailable, t.Instance, err)
-		}
+	if !free {
 		return nil, false, fmt.Errorf("%w: %s belongs to instance %q, which is running (or being taken over): it resolves its own transactions; send the request to it",
 			coord.ErrNotAllowed, t.ID, t.Instance)
 	}
@@ -208,6 +200,18 @@ func (l *Loop) ResolveHeuristic(ctx context.Context, gid string, outcome coord.S
 		}
 		return t, fmt.Errorf("%w: %s is %s, not heuristic: resolve records an operator's decision only where the coordinator could not decide (%s)",
 			coord.ErrNotAllowed, t.ID, t.State, hint)
+	}
+	// Claim before act: the row becomes this instance's before any gid is finished, so that
+	// of two operators deciding at once only one touches the participants.
+	by, err := l.own.Fence()
+	if err != nil {
+		return t, fmt.Errorf("%w: %w", coord.ErrUnavailable, err)
+	}
+	if err := l.log.Claim(ctx, t, by, t.State); err != nil {
+		if errors.Is(err, txlog.ErrStateChanged) {
+			return t, fmt.Errorf("%w: %s was resolved or claimed meanwhile by someone else", coord.ErrNotAllowed, gid)
+		}
+		return t, fmt.Errorf("%w: %w", coord.ErrUnavailable, err)
 	}
 	for _, g := range t.SQLGIDs {
 		prepared, err := l.sql.PreparedGIDs(ctx, g.Database, g.GID)

@@ -61,12 +61,15 @@ func (l *Loop) orphans(ctx context.Context, st *Stats) error {
 	return errs
 }
 
-// sweepMarkers deletes marker rows that no longer prove anything: their transaction's final
-// state is logged (or it has no row). Markers of heuristic transactions stay as evidence.
+// sweepMarkers deletes marker rows that no longer prove anything: those of this coordinator's
+// transactions whose final state, committed or aborted, is durable in the log. A marker of a
+// row not final (its outcome may still be read from it, I4), of a heuristic row (evidence) or
+// of no row of this log (not ours to judge) stays. Fencing markers stay while a transaction
+// older than them runs (sqltxn.OldMarkers).
 func (l *Loop) sweepMarkers(ctx context.Context, st *Stats) error {
 	var errs error
 	for _, db := range l.sql.Names() {
-		gids, err := l.sql.OldMarkers(ctx, db, l.cfg.MarkerAge, 1000)
+		gids, err := l.sql.OldMarkers(ctx, db, l.cfg.GIDPrefix+"_", l.cfg.MarkerAge, 1000)
 		if err != nil || len(gids) == 0 {
 			errs = errors.Join(errs, err)
 			continue
@@ -82,7 +85,7 @@ func (l *Loop) sweepMarkers(ctx context.Context, st *Stats) error {
 		}
 		var del []string
 		for _, g := range gids {
-			if s, ok := states[globalGID(g)]; !ok || s == coord.StateCommitted || s == coord.StateAborted {
+			if s, ok := states[globalGID(g)]; ok && (s == coord.StateCommitted || s == coord.StateAborted) {
 				del = append(del, g)
 			}
 		}
@@ -106,10 +109,19 @@ func globalGID(sqlGID string) string {
 	return sqlGID
 }
 
-// takeover (I8): an instance silent for longer than the lease whose lock is free is dead; its
-// in-doubt transactions are resolved here, then its transactional ids are re-initialised
-// (aborting what it left open). Holding its lock meanwhile keeps it from restarting halfway.
+// takeover (I8): an instance silent for longer than the lease whose lock is free is dead (or
+// alive without its lock). Its lock is taken on a connection of its own and its epoch bumped
+// (lockFor), so that a process still running under that id writes nothing more; then its
+// in-doubt transactions are claimed and resolved here (active ones only once older than
+// TakeoverGuard), then its transactional ids are re-initialised (aborting what it left open).
+// Holding its lock meanwhile keeps it from restarting halfway.
 func (l *Loop) takeover(ctx context.Context, st *Stats) error {
+	if l.cfg.DSN == "" {
+		return nil
+	}
+	if _, err := l.own.Fence(); err != nil {
+		return nil // not while this instance's own lock is lost
+	}
 	others, err := l.log.Instances(ctx, l.cfg.Instance)
 	if err != nil {
 		return err
@@ -119,21 +131,13 @@ func (l *Loop) takeover(ctx context.Context, st *Stats) error {
 		if in.Silent < l.cfg.Lease {
 			continue
 		}
-		l.ownerMu.Lock()
-		owner := l.owner
-		l.ownerMu.Unlock()
-		if owner == nil {
-			return nil
-		}
-		free, err := owner.TryLock(ctx, in.ID)
+		o, free, err := lockFor(ctx, l.cfg.DSN, in.ID)
 		if err != nil || !free {
 			errs = errors.Join(errs, err)
 			continue
 		}
 		err = l.takeOver(ctx, in.ID, in.TxnIDPrefix, in.PoolSize, st)
-		if uerr := owner.Unlock(ctx, in.ID); uerr != nil {
-			err = errors.Join(err, uerr)
-		}
+		o.Close(context.WithoutCancel(ctx))
 		errs = errors.Join(errs, err)
 	}
 	return errs
@@ -141,10 +145,10 @@ func (l *Loop) takeover(ctx context.Context, st *Stats) error {
 
 func (l *Loop) takeOver(ctx context.Context, instance, prefix string, poolSize int, st *Stats) error {
 	before := st.Resolved
-	if err := l.resolveDue(ctx, instance, st); err != nil {
+	if err := l.resolveDue(ctx, instance, l.cfg.TakeoverGuard, st); err != nil {
 		return err
 	}
-	if l.kafka != nil {
+	if l.kafka != nil && prefix != "" {
 		var ids []string
 		for n := range poolSize {
 			id := prefix + "-" + instance + "-" + fmt.Sprint(n)

@@ -50,6 +50,13 @@ type Config struct {
 	InstanceLease time.Duration
 	// ClaimWait is how long startup waits for this instance's lock (COORDINATOR_CLAIM_WAIT).
 	ClaimWait time.Duration
+	// FinishTimeout bounds phase 2 and the final log write of a request, which run on after the
+	// caller's budget (COORDINATOR_FINISH_TIMEOUT). With COORDINATOR_MAX_TIMEOUT it bounds a
+	// request's life: a takeover leaves younger active rows alone.
+	FinishTimeout time.Duration
+	// MarkerAge: marker rows of transactions whose final state is durable are deleted once this
+	// old (COORDINATOR_MARKER_AGE).
+	MarkerAge time.Duration
 	// ShutdownTimeout bounds a graceful shutdown (COORDINATOR_SHUTDOWN_TIMEOUT): requests in
 	// flight finish within it, or are left to recovery (Service.Serve).
 	ShutdownTimeout time.Duration
@@ -94,6 +101,8 @@ func Defaults() Config {
 		RecoveryInterval: 5 * time.Second,
 		InstanceLease:    15 * time.Second,
 		ClaimWait:        10 * time.Second,
+		FinishTimeout:    30 * time.Second,
+		MarkerAge:        time.Minute,
 		ShutdownTimeout:  25 * time.Second,
 	}
 }
@@ -181,6 +190,8 @@ func Load(getenv func(string) string) (Config, error) {
 	duration("COORDINATOR_RECOVERY_INTERVAL", &c.RecoveryInterval)
 	duration("COORDINATOR_INSTANCE_LEASE", &c.InstanceLease)
 	duration("COORDINATOR_CLAIM_WAIT", &c.ClaimWait)
+	duration("COORDINATOR_FINISH_TIMEOUT", &c.FinishTimeout)
+	duration("COORDINATOR_MARKER_AGE", &c.MarkerAge)
 	duration("COORDINATOR_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
 	str("COORDINATOR_FAULT", &c.Fault)
 	str("COORDINATOR_STATEMENT_ROLE", &c.StatementRole)
@@ -278,6 +289,12 @@ func (c Config) Validate() error {
 	}
 	if c.InstanceLease < 2*c.RecoveryInterval {
 		errs = append(errs, fmt.Sprintf("COORDINATOR_INSTANCE_LEASE=%s must be at least twice COORDINATOR_RECOVERY_INTERVAL=%s (the heartbeat period)", c.InstanceLease, c.RecoveryInterval))
+	}
+	if c.FinishTimeout < 100*time.Millisecond {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_FINISH_TIMEOUT=%s: at least 100ms", c.FinishTimeout))
+	}
+	if c.MarkerAge < time.Second {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_MARKER_AGE=%s: at least 1s", c.MarkerAge))
 	}
 	if c.ClaimWait < 0 {
 		errs = append(errs, fmt.Sprintf("COORDINATOR_CLAIM_WAIT=%s: must not be negative", c.ClaimWait))

@@ -310,6 +310,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("recovery_interval", c.RecoveryInterval),
 		slog.Duration("instance_lease", c.InstanceLease),
 		slog.Duration("claim_wait", c.ClaimWait),
+		slog.Duration("finish_timeout", c.FinishTimeout),
+		slog.Duration("marker_age", c.MarkerAge),
 		slog.String("fault", c.Fault),
 		slog.Any("tokens", tokens),
 		slog.Bool("allow_insecure", c.AllowInsecure),

@@ -35,8 +35,9 @@ type Service struct {
 	API      *api.Server
 	Recovery *recovery.Loop
 	Metrics  *metrics.Metrics // the service's own registry, served at /metrics
-	owner    *recovery.Owner
-	logger   *slog.Logger
+	// Ownership is this instance's lock and epoch (fencing); lost, the instance starts nothing.
+	Ownership *recovery.Ownership
+	logger    *slog.Logger
 
 	// closeWait > 0: a shutdown abandoned requests at its bound (Serve); Close then waits at
 	// most this long, since those requests may still hold connections.
@@ -86,13 +87,23 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 	if err != nil {
 		return nil, err
 	}
-
-	// I8: one live process per instance id. The lock is taken before any transactional id of
-	// this instance is touched.
-	s.owner, err = recovery.Claim(ctx, cfg.DatabaseURL, cfg.Instance, cfg.ClaimWait)
+	// The log's namespace (gid prefix) in every participant database: its sweeps act only
+	// inside it, and no other log may use it.
+	logID, logName, err := s.Log.Identity(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if err := s.SQL.ClaimNamespace(ctx, cfg.GIDPrefix, logID, logName); err != nil {
+		return nil, err
+	}
+
+	// I8: one live process per instance id. The lock is taken before any transactional id of
+	// this instance is touched.
+	owner, err := recovery.Claim(ctx, cfg.DatabaseURL, cfg.Instance, cfg.ClaimWait)
+	if err != nil {
+		return nil, err
+	}
+	s.Ownership = recovery.NewOwnership(cfg.DatabaseURL, cfg.Instance, owner)
 	if err := s.Log.RegisterInstance(ctx, cfg.Instance, cfg.TxnIDPrefix, cfg.PoolSize); err != nil {
 		return nil, err
 	}
@@ -135,6 +146,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		GIDPrefix:      cfg.GIDPrefix,
 		Limits:         coord.Limits{MaxStatements: cfg.MaxStatements, MaxRecords: cfg.MaxRecords, MaxTimeout: cfg.MaxTimeout, Statements: cfg.Statements, Topics: cfg.Topics, ConfinedSQL: cfg.StatementRole != ""},
 		DefaultTimeout: cfg.DefaultTimeout,
+		FinishTimeout:  cfg.FinishTimeout,
+		Ownership:      s.Ownership,
 		Logger:         logger,
 		Fault:          faultHook(cfg.Fault, logger),
 		Observer:       s.Metrics,
@@ -147,9 +160,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		Interval:        cfg.RecoveryInterval,
 		Lease:           cfg.InstanceLease,
 		KafkaTxnTimeout: cfg.KafkaTxnTimeout,
-		QuarantineGrace: cfg.MaxTimeout + 30*time.Second, // the request budget and the finish bound
+		QuarantineGrace: cfg.MaxTimeout + cfg.FinishTimeout, // the request budget and the finish bound
+		TakeoverGuard:   cfg.MaxTimeout + cfg.FinishTimeout,
+		MarkerAge:       cfg.MarkerAge,
 		Logger:          logger,
-	}, s.owner, s.Log, s.SQL, s.Kafka, s.Coord)
+	}, s.Ownership, s.Log, s.SQL, s.Kafka, s.Coord)
 	// Startup pass: every in-doubt transaction of this instance is resolved (or scheduled) before
 	// the first request is served.
 	if st, err := s.Recovery.RunOnce(ctx); err != nil {
@@ -346,7 +361,9 @@ func (s *Service) close() {
 	if s.SQL != nil {
 		s.SQL.Close()
 	}
-	s.owner.Close(context.Background())
+	if s.Ownership != nil {
+		s.Ownership.Close(context.Background())
+	}
 	if s.Log != nil {
 		s.Log.Close()
 		s.Log.Pool().Close()

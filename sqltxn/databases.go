@@ -46,7 +46,8 @@ var _ coord.SQL = (*Databases)(nil)
 // presence means the prepared transaction committed (I4).
 const markerDDL = `CREATE TABLE IF NOT EXISTS coordinator_markers (
     gid        text        PRIMARY KEY,
-    created_at timestamptz NOT NULL DEFAULT now()
+    created_at timestamptz NOT NULL DEFAULT now(),
+    aborted    boolean     NOT NULL DEFAULT false
 )`
 
 // Open connects to every database (name → DSN), refuses a server whose
@@ -114,6 +115,14 @@ FROM pg_catalog.pg_roles WHERE rolname = current_user`, markers).Scan(&super, &c
 	return nil
 }
 
+// markerTable is the database's schema-qualified marker table.
+func (d *Databases) markerTable(database string) string {
+	if db, ok := d.dbs[database]; ok {
+		return db.markers
+	}
+	return ""
+}
+
 func openPool(ctx context.Context, name, dsn string, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -138,7 +147,27 @@ func openPool(ctx context.Context, name, dsn string, maxConns int32) (*pgxpool.P
 		pool.Close()
 		return nil, fmt.Errorf("database %q: create marker table: %w", name, err)
 	}
+	if err := addAbortedColumn(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database %q: marker table: %w", name, err)
+	}
 	return pool, nil
+}
+
+// addAbortedColumn adds the marker table's aborted column (fencing markers, SettleOnePhase)
+// where it is missing. The catalog is read first: ALTER TABLE waits for every prepared
+// transaction holding a marker row, which only recovery, after startup, finishes.
+func addAbortedColumn(ctx context.Context, pool *pgxpool.Pool) error {
+	var has bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+WHERE attrelid = 'coordinator_markers'::regclass AND attname = 'aborted' AND NOT attisdropped)`).Scan(&has); err != nil {
+		return err
+	}
+	if has {
+		return nil
+	}
+	_, err := pool.Exec(ctx, `ALTER TABLE coordinator_markers ADD COLUMN IF NOT EXISTS aborted boolean NOT NULL DEFAULT false`)
+	return err
 }
 
 // Querier is what CheckPrepared needs (a pool or a connection).

@@ -22,6 +22,9 @@ var (
 	// ErrStatementRole: the configured statement role cannot be taken, or could reach the
 	// coordinator's tables. Refused at startup.
 	ErrStatementRole = errors.New("statement role")
+	// ErrNamespaceTaken: another log holds this log's namespace (gid prefix) in a participant
+	// database; refused at startup.
+	ErrNamespaceTaken = errors.New("namespace held by another log")
 )
 
 // SQLSTATEs the package acts on.

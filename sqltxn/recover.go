@@ -43,14 +43,21 @@ WHERE database = current_database() AND starts_with(gid, $1) AND gid LIKE $2`,
 	return out, rows.Err()
 }
 
-// OldMarkers lists marker gids older than age (database time), at most limit.
-func (d *Databases) OldMarkers(ctx context.Context, database string, age time.Duration, limit int) ([]string, error) {
-	db, err := d.db(database)
+// OldMarkers lists marker gids starting with prefix older than age (database time), at most
+// limit. A fencing marker (SettleOnePhase) is listed only once no transaction on the database
+// is older than it: one that is (a batch blocked on a lock since before the fence) could still
+// insert its marker and commit if the fence went away. (Without pg_read_all_stats, other
+// roles' transactions are invisible here.)
+func (d *Databases) OldMarkers(ctx context.Context, database, prefix string, age time.Duration, limit int) ([]string, error) {
+	pool, err := d.Pool(database)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.pool.Query(ctx, `SELECT gid FROM `+db.markers+` WHERE created_at < now() - $1::interval
-ORDER BY created_at LIMIT $2`, age.String(), limit)
+	rows, err := pool.Query(ctx, `SELECT gid FROM `+d.markerTable(database)+`
+WHERE created_at < now() - $1::interval AND starts_with(gid, $3)
+  AND (NOT aborted OR created_at < (SELECT coalesce(min(xact_start), 'infinity') FROM pg_stat_activity
+                                    WHERE datname = current_database() AND pid <> pg_backend_pid()))
+ORDER BY created_at LIMIT $2`, age.String(), limit, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("database %q: list markers: %w", database, err)
 	}

@@ -88,7 +88,14 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 			conn.Conn().Close(context.WithoutCancel(ctx))
 			d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
 		}
-		return nil, classify(database, err)
+		f := classify(database, err)
+		if onePhase && !refused(err) {
+			// The COMMIT went out with the batch and no answer said no: it may have committed.
+			// Only the marker can tell (SettleOnePhase), never this error.
+			f.Err = fmt.Errorf("%w: %w", coord.ErrCommitUnknown, f.Err)
+			f.Unavailable = false
+		}
+		return nil, f
 	}
 	return results, nil
 }
@@ -132,6 +139,15 @@ func (d *Databases) reset(ctx context.Context, conn *pgxpool.Conn, database stri
 		}
 		conn.Release() // a closed connection is destroyed by the pool
 	}()
+}
+
+// refused reports whether the server answered the batch with an ERROR (a statement, the marker
+// insert or the COMMIT itself said no): the transaction then did not commit. Anything else (a
+// cut connection, an expired budget, a terminated backend's FATAL) leaves a sent COMMIT's
+// outcome unknown.
+func refused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Severity == "ERROR"
 }
 
 // terminate makes sure the server backend of a connection that was cut off (context canceled,
@@ -269,7 +285,7 @@ func (d *Databases) finishPrepared(ctx context.Context, database, gid string, co
 	// The gid is gone: it was committed or rolled back earlier (by us before a crash, or by
 	// hand). The marker row, written inside that transaction, tells which.
 	var committed bool
-	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+db.markers+" WHERE gid = $1)", gid).Scan(&committed); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+d.markerTable(database)+" WHERE gid = $1 AND NOT aborted)", gid).Scan(&committed); err != nil {
 		return classify(database, fmt.Errorf("read marker of %s: %w", gid, err))
 	}
 	if committed != commit {
@@ -280,6 +296,36 @@ func (d *Databases) finishPrepared(ctx context.Context, database, gid string, co
 		return classify(database, fmt.Errorf("%w: %s on %s was %s by someone else", coord.ErrHeuristic, gid, database, ended))
 	}
 	return nil
+}
+
+// SettleOnePhase decides a one-phase transaction from its marker, for good (coord.SQL): the
+// marker row it committed means committed. Otherwise a fencing marker (aborted = true) is
+// inserted under the same key, so the transaction's own marker insert, should its batch still
+// run, fails with a unique violation and its COMMIT cannot happen. A transaction that inserted
+// its marker and has not ended holds the key: the insert waits for it (bounded by ctx), then
+// sees its outcome.
+func (d *Databases) SettleOnePhase(ctx context.Context, database, gid string) (bool, error) {
+	pool, err := d.Pool(database)
+	if err != nil {
+		return false, classify(database, err)
+	}
+	var aborted bool
+	m := d.markerTable(database)
+	err = pool.QueryRow(ctx, `WITH ins AS (
+    INSERT INTO `+m+` (gid, aborted) VALUES ($1, true) ON CONFLICT (gid) DO NOTHING RETURNING aborted
+)
+SELECT aborted FROM ins
+UNION ALL
+SELECT aborted FROM `+m+` WHERE gid = $1 AND NOT EXISTS (SELECT 1 FROM ins)`, gid).Scan(&aborted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Conflict, and the conflicting row is not visible to the statement's snapshot (it
+		// committed while the insert waited for it): read it again.
+		err = pool.QueryRow(ctx, `SELECT aborted FROM `+m+` WHERE gid = $1`, gid).Scan(&aborted)
+	}
+	if err != nil {
+		return false, classify(database, fmt.Errorf("settle one-phase %s: %w", gid, err))
+	}
+	return !aborted, nil
 }
 
 // DeleteMarkers removes marker rows of transactions whose final state is durable in the log;

@@ -24,7 +24,7 @@ import (
 func (e *env) postponeRecovery(t *testing.T) {
 	t.Helper()
 	_, err := e.db.Exec(context.Background(), `UPDATE coordinator_transactions SET next_attempt_at = now() + interval '1 hour'
-WHERE state IN ('active', 'prepared', 'committing')`)
+WHERE state IN ('active', 'aborting', 'prepared', 'committing')`)
 	require.NoError(t, err)
 }
 

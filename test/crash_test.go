@@ -113,12 +113,12 @@ func (e *env) waitResolved(t *testing.T, timeout time.Duration) {
 	for {
 		var n int
 		require.NoError(t, e.db.QueryRow(context.Background(),
-			`SELECT count(*) FROM coordinator_transactions WHERE state IN ('active','prepared','committing')`).Scan(&n))
+			`SELECT count(*) FROM coordinator_transactions WHERE state IN ('active','aborting','prepared','committing')`).Scan(&n))
 		if n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			rows, _ := e.db.Query(context.Background(), `SELECT gid, state, attempts, coalesce(last_error,'') FROM coordinator_transactions WHERE state IN ('active','prepared','committing')`)
+			rows, _ := e.db.Query(context.Background(), `SELECT gid, state, attempts, coalesce(last_error,'') FROM coordinator_transactions WHERE state IN ('active','aborting','prepared','committing')`)
 			var left []string
 			for rows.Next() {
 				var g, s, le string

@@ -206,6 +206,8 @@ func (e *env) rollbackLeftovers(dsn string) {
 	for _, g := range gids {
 		_, _ = c.Exec(ctx, "ROLLBACK PREPARED '"+g+"'")
 	}
+	// The test's log is gone: so is its claim on the namespace.
+	_, _ = c.Exec(ctx, "DELETE FROM kpgtx.namespaces WHERE namespace = $1", e.prefix)
 }
 
 type testWriter struct{ t testing.TB }

@@ -181,14 +181,16 @@ func TestReadyz(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
 	assert.Equal(t, "ready", r.str("status"))
 	assert.Nil(t, r.get("failed"))
-	for _, c := range []string{"log", "databases", "migrations", "kafka"} {
+	for _, c := range []string{"log", "databases", "migrations", "kafka", "ownership"} {
 		assert.Equal(t, "true", r.str("checks", c, "ok"), "check %s: %s", c, r.Raw)
 	}
 	mpt, err := strconv.Atoi(r.str("checks", "databases", "databases", "default", "max_prepared_transactions"))
 	require.NoError(t, err, "%s", r.Raw)
 	assert.Positive(t, mpt)
 	assert.Equal(t, r.str("checks", "migrations", "latest"), r.str("checks", "migrations", "version"))
-	assert.Equal(t, "2", r.str("checks", "migrations", "latest"), "the embedded migrations go up to 000002")
+	assert.Equal(t, "4", r.str("checks", "migrations", "latest"), "the embedded migrations go up to 000004")
+	assert.Equal(t, e.cfg.Instance, r.str("checks", "ownership", "instance"))
+	assert.NotEqual(t, "0", r.str("checks", "ownership", "epoch"), "the instance lock gave it an epoch")
 	tv, err := strconv.Atoi(r.str("checks", "kafka", "transaction_version"))
 	require.NoError(t, err, "%s", r.Raw)
 	if !useKfake() {

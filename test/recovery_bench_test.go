@@ -35,7 +35,7 @@ func BenchmarkRecovery(b *testing.B) {
 				}})
 				makeInDoubt(b, e, inDoubt)
 				loop := recovery.New(recovery.Config{Instance: e.cfg.Instance, GIDPrefix: e.cfg.GIDPrefix,
-					Parallelism: par, Logger: slog.New(slog.DiscardHandler)}, nil, e.svc.Log, e.svc.SQL, e.svc.Kafka, e.svc.Coord)
+					Parallelism: par, Logger: slog.New(slog.DiscardHandler)}, e.svc.Ownership, e.svc.Log, e.svc.SQL, e.svc.Kafka, e.svc.Coord)
 				b.StartTimer()
 				st, err := loop.RunOnce(context.Background())
 				b.StopTimer()

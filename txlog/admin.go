@@ -33,7 +33,7 @@ func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.ext
 
 // inDoubtStates are the states an operator may have to look at: not final, or heuristic.
 var inDoubtStates = []string{
-	string(coord.StateActive), string(coord.StatePrepared), string(coord.StateCommitting),
+	string(coord.StateActive), string(coord.StateAborting), string(coord.StatePrepared), string(coord.StateCommitting),
 	string(coord.StateHeuristic), string(coord.StateHeuristicMixed),
 }
 
@@ -115,8 +115,9 @@ SELECT gid, state, $2 FROM coordinator_transactions WHERE gid = $1`, gid, detail
 
 // Decide records an operator's decision on a heuristic row as its final state (committed or
 // aborted), with the action in the event history, in one statement. It is a compare-and-set on
-// the state the caller read (t.State): a row someone else resolved meanwhile is not
-// overwritten (ErrStateChanged). A committed decision clears the row's error; an aborted one
+// the state the caller read (t.State) and on its owner (the operator's instance claimed the
+// row first, Claim): a row someone else resolved or claimed meanwhile is not overwritten
+// (ErrStateChanged). A committed decision clears the row's error; an aborted one
 // says who aborted it and why. The heuristic evidence stays in the events.
 func (l *Log) Decide(ctx context.Context, t *coord.Transaction, to coord.State, a AdminAction) error {
 	if !t.State.Final() || t.State == coord.StateCommitted || t.State == coord.StateAborted {
@@ -144,13 +145,13 @@ func (l *Log) Decide(ctx context.Context, t *coord.Transaction, to coord.State, 
 WITH upd AS (
     UPDATE coordinator_transactions SET state = $2, updated_at = now(), finished_at = now(),
         error_participant = $4, error_class = $5, error_message = $6, error_sqlstate = NULL
-    WHERE gid = $1 AND state = $3
+    WHERE gid = $1 AND state = $3 AND owner_instance = $8 AND owner_epoch = $9 AND `+fenced(8, 9)+`
     RETURNING gid, state, updated_at, finished_at
 ), ev AS (
     INSERT INTO coordinator_events (gid, state, detail) SELECT gid, state, $7 FROM upd
 )
 SELECT updated_at, finished_at FROM upd`,
-		t.GID, string(to), string(t.State), ep, ec, em, detail).Scan(&updated, &finished)
+		t.GID, string(to), string(t.State), ep, ec, em, detail, t.Owner, t.OwnerEpoch).Scan(&updated, &finished)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("txlog: %s -> %s: %w", t.GID, to, ErrStateChanged)
 	}

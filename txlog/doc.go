@@ -5,9 +5,14 @@
 //
 // # State Model
 //
-// Rows move active → prepared | committing → committed | aborted (or heuristic states); the
-// states are defined in package coord. Each write is one autocommit statement that updates the
-// row and appends the event together, so a row and its history never disagree.
+// Rows move active → prepared | committing → committed | aborted (or heuristic states), and
+// active → aborting when a resolver claims them; the states are defined in package coord. Each
+// write is one autocommit statement that updates the row and appends the event together, so a
+// row and its history never disagree. Each write is also a compare-and-set on the state, the
+// owner (owner_instance, owner_epoch) and on the owner's instance still holding that epoch
+// (coordinator_instances.epoch, bumped by BumpEpoch whenever the instance's lock is taken):
+// a writer that lost its row or its lock writes nothing (ErrStateChanged, coord.ErrMovedOn).
+// Claim is a resolver's first write: it makes the row its own.
 //
 // # Failure Handling
 //

@@ -77,12 +77,21 @@ func (l *Log) Pool() *pgxpool.Pool { return l.pool }
 
 const columns = `gid, request_id, request_digest, instance_id, state, transactional_id, producer_id,
 	producer_epoch, prepared_state, kafka_records, sql_gids, sql_results, error_participant,
-	error_class, error_message, error_sqlstate, created_at, updated_at, prepared_at, finished_at`
+	error_class, error_message, error_sqlstate, created_at, updated_at, prepared_at, finished_at,
+	owner_instance, owner_epoch, one_phase`
 
-// Begin inserts the transaction as active. An existing row with the same request id is returned
-// with created=false, except a row that ended aborted with a retriable error and the same
-// digest: the API told the caller that retrying is safe, so it is reset to active and run
-// again (its participants were all rolled back).
+// fenced is the condition every state write carries (parameters $o: instance, $e: epoch): the
+// writer's instance still holds the epoch of its lock. A process whose lock was taken by
+// another (takeover) or re-claimed by itself has an older epoch and writes nothing.
+func fenced(o, e int) string {
+	return fmt.Sprintf(`EXISTS (SELECT 1 FROM coordinator_instances i WHERE i.instance_id = $%d AND i.epoch = $%d)`, o, e)
+}
+
+// Begin inserts the transaction as active, owned by t.Owner at t.OwnerEpoch, only while that
+// instance still holds that epoch (else coord.ErrNotOwner). An existing row with the same
+// request id is returned with created=false, except a row that ended aborted with a retriable
+// error and the same digest: the API told the caller that retrying is safe, so it is reset to
+// active and run again (its participants were all rolled back).
 func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transaction, bool, error) {
 	_, gidsJSON, _, err := marshal3(nil, t.SQLGIDs, nil)
 	if err != nil {
@@ -91,10 +100,13 @@ func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transacti
 	var stored *coord.Transaction
 	err = l.queryRow(ctx, `
 WITH ins AS (
-    INSERT INTO coordinator_transactions (gid, request_id, request_digest, instance_id, state, sql_gids)
-    VALUES ($1, $2, $3, $4, 'active', $5)
+    INSERT INTO coordinator_transactions (gid, request_id, request_digest, instance_id, state, sql_gids,
+        owner_instance, owner_epoch, one_phase)
+    SELECT $1, $2, $3, $4, 'active', $5, $4, $6, $7 WHERE `+fenced(4, 6)+`
     ON CONFLICT (request_id) DO UPDATE
         SET state = 'active', instance_id = EXCLUDED.instance_id, updated_at = now(),
+            owner_instance = EXCLUDED.owner_instance, owner_epoch = EXCLUDED.owner_epoch,
+            one_phase = EXCLUDED.one_phase,
             error_participant = NULL, error_class = NULL, error_message = NULL,
             error_sqlstate = NULL, finished_at = NULL, sql_results = '[]', kafka_records = '[]',
             transactional_id = NULL, producer_id = NULL, producer_epoch = NULL,
@@ -108,7 +120,7 @@ WITH ins AS (
     INSERT INTO coordinator_events (gid, state) SELECT gid, 'active' FROM ins
 )
 SELECT `+columns+` FROM ins`,
-		[]any{t.GID, t.ID, t.Digest, t.Instance, gidsJSON}, func(row pgx.Row) (err error) {
+		[]any{t.GID, t.ID, t.Digest, t.Instance, gidsJSON, t.OwnerEpoch, t.OnePhase}, func(row pgx.Row) (err error) {
 			stored, err = scan(row)
 			return err
 		})
@@ -119,6 +131,10 @@ SELECT `+columns+` FROM ins`,
 		return nil, false, fmt.Errorf("txlog: begin %s: %w", t.GID, err)
 	}
 	stored, err = l.Get(ctx, t.ID)
+	if errors.Is(err, coord.ErrNotFound) {
+		return nil, false, fmt.Errorf("txlog: begin %s: instance %q no longer holds epoch %d: %w",
+			t.GID, t.Instance, t.OwnerEpoch, coord.ErrNotOwner)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -175,14 +191,18 @@ func (l *Log) Transition(ctx context.Context, t *coord.Transaction, to coord.Sta
 }
 
 // update sets state and the extra assignments (parameters from $4) and appends the event, in
-// one statement. It is a compare-and-set on the state the caller last saw (t.State): a row
-// that moved on meanwhile (recovery racing a live request, two instances) is not overwritten.
+// one statement. It is a compare-and-set on the state the caller last saw (t.State) and on the
+// row's owner (t.Owner at t.OwnerEpoch, which must still be that instance's epoch): a row that
+// moved on meanwhile, or that a resolver claimed (recovery racing a live request, a takeover, a
+// process that lost its lock), is not overwritten.
 func (l *Log) update(ctx context.Context, t *coord.Transaction, to coord.State, set string, args ...any) error {
 	var updated, prepared, finished *time.Time
+	o, e := 4+len(args), 5+len(args)
 	err := l.queryRow(ctx, `
 WITH upd AS (
     UPDATE coordinator_transactions SET state = $2, updated_at = now(), `+set+`
-    WHERE gid = $1 AND state = $3
+    WHERE gid = $1 AND state = $3 AND owner_instance = $`+fmt.Sprint(o)+` AND owner_epoch = $`+fmt.Sprint(e)+`
+      AND `+fenced(o, e)+`
     RETURNING gid, state, updated_at, prepared_at, finished_at, error_class, error_message
 ), ev AS (
     INSERT INTO coordinator_events (gid, state, detail)
@@ -191,7 +211,7 @@ WITH upd AS (
     FROM upd
 )
 SELECT updated_at, prepared_at, finished_at FROM upd`,
-		append([]any{t.GID, string(to), string(t.State)}, args...), func(row pgx.Row) error {
+		append(append([]any{t.GID, string(to), string(t.State)}, args...), t.Owner, t.OwnerEpoch), func(row pgx.Row) error {
 			return row.Scan(&updated, &prepared, &finished)
 		})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -316,7 +336,8 @@ func scan(row pgx.Row) (*coord.Transaction, error) {
 		ep, ec, em, es      *string
 	)
 	err := row.Scan(&t.GID, &t.ID, &t.Digest, &t.Instance, &t.State, &tid, &pid, &epoch, &pstate,
-		&recs, &gids, &results, &ep, &ec, &em, &es, &t.CreatedAt, &t.UpdatedAt, &t.PreparedAt, &t.FinishedAt)
+		&recs, &gids, &results, &ep, &ec, &em, &es, &t.CreatedAt, &t.UpdatedAt, &t.PreparedAt, &t.FinishedAt,
+		&t.Owner, &t.OwnerEpoch, &t.OnePhase)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package txlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,11 +12,13 @@ import (
 )
 
 // Due returns the instance's transactions that are not final and whose next attempt is due, by
-// database time (never the local clock), oldest deadline first.
-func (l *Log) Due(ctx context.Context, instance string, limit int) ([]*coord.Transaction, error) {
+// database time (never the local clock), oldest deadline first. Active rows created less than
+// activeGuard ago are left out (0: none is).
+func (l *Log) Due(ctx context.Context, instance string, activeGuard time.Duration, limit int) ([]*coord.Transaction, error) {
 	rows, err := l.pool.Query(ctx, `SELECT `+columns+` FROM coordinator_transactions
-WHERE instance_id = $1 AND state IN ('active', 'prepared', 'committing') AND next_attempt_at <= now()
-ORDER BY next_attempt_at LIMIT $2`, instance, limit)
+WHERE instance_id = $1 AND state IN ('active', 'aborting', 'prepared', 'committing') AND next_attempt_at <= now()
+  AND (state <> 'active' OR created_at <= now() - $3::interval)
+ORDER BY next_attempt_at LIMIT $2`, instance, limit, activeGuard.String())
 	if err != nil {
 		return nil, fmt.Errorf("txlog: due: %w", err)
 	}
@@ -136,4 +139,82 @@ func (l *Log) Now(ctx context.Context) (time.Time, error) {
 	var now time.Time
 	err := l.pool.QueryRow(ctx, `SELECT now()`).Scan(&now)
 	return now, err
+}
+
+// Claim makes the row the resolver's (by) and moves it to state to, before the resolver touches
+// any participant (claim before act). It is one compare-and-set on the state, owner and owner
+// epoch the resolver read (t), and succeeds only while by still holds its epoch: of two
+// resolvers, or a resolver and the live request, exactly one writes next. A claim from active
+// to aborting fixes the outcome: the request's own prepared write then fails (its owner or
+// epoch no longer match), so nothing can commit Kafka afterwards. ErrStateChanged when the row
+// moved on.
+func (l *Log) Claim(ctx context.Context, t *coord.Transaction, by coord.Fence, to coord.State) error {
+	var updated time.Time
+	err := l.queryRow(ctx, `
+WITH upd AS (
+    UPDATE coordinator_transactions SET state = $2, owner_instance = $6, owner_epoch = $7,
+        updated_at = now()
+    WHERE gid = $1 AND state = $3 AND owner_instance = $4 AND owner_epoch = $5 AND `+fenced(6, 7)+`
+    RETURNING gid, state, updated_at
+), ev AS (
+    INSERT INTO coordinator_events (gid, state, detail)
+    SELECT gid, state, jsonb_build_object('claimed_by', $6::text, 'epoch', $7::bigint,
+        'previous_owner', $4::text, 'previous_epoch', $5::bigint, 'previous_state', $3::text)
+    FROM upd
+)
+SELECT updated_at FROM upd`,
+		[]any{t.GID, string(to), string(t.State), t.Owner, t.OwnerEpoch, by.Instance, by.Epoch},
+		func(row pgx.Row) error { return row.Scan(&updated) })
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("txlog: claim %s %s -> %s by %s@%d: %w", t.GID, t.State, to, by.Instance, by.Epoch, ErrStateChanged)
+	}
+	if err != nil {
+		return fmt.Errorf("txlog: claim %s by %s@%d: %w", t.GID, by.Instance, by.Epoch, err)
+	}
+	t.State, t.Owner, t.OwnerEpoch, t.UpdatedAt = to, by.Instance, by.Epoch, updated
+	return nil
+}
+
+// Querier runs one statement (a connection, a pool).
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// BumpEpoch increments the instance's epoch and returns it. It is called by whoever has just
+// taken the instance's advisory lock (the instance itself at start or after losing its lock
+// session, a takeover, an operator acting for it), on the session holding that lock: every
+// write fenced by an older epoch fails from then on. The instance row is created if missing.
+func BumpEpoch(ctx context.Context, q Querier, instance string) (int64, error) {
+	var epoch int64
+	err := q.QueryRow(ctx, `INSERT INTO coordinator_instances (instance_id, txn_id_prefix, pool_size, epoch)
+VALUES ($1, '', 0, 1)
+ON CONFLICT (instance_id) DO UPDATE SET epoch = coordinator_instances.epoch + 1
+RETURNING epoch`, instance).Scan(&epoch)
+	if err != nil {
+		return 0, fmt.Errorf("txlog: bump epoch of %s: %w", instance, err)
+	}
+	return epoch, nil
+}
+
+// Epoch is the instance's current epoch (0 when it has no row).
+func (l *Log) Epoch(ctx context.Context, instance string) (int64, error) {
+	var epoch int64
+	err := l.pool.QueryRow(ctx, `SELECT epoch FROM coordinator_instances WHERE instance_id = $1`, instance).Scan(&epoch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("txlog: epoch of %s: %w", instance, err)
+	}
+	return epoch, nil
+}
+
+// Identity is the log's id (created with its schema) and a name for messages: the database and
+// schema it lives in.
+func (l *Log) Identity(ctx context.Context) (id, name string, err error) {
+	err = l.pool.QueryRow(ctx, `SELECT id, current_database() || '/' || current_schema() FROM coordinator_log LIMIT 1`).Scan(&id, &name)
+	if err != nil {
+		return "", "", fmt.Errorf("txlog: the log's identity: %w", err)
+	}
+	return id, name, nil
 }

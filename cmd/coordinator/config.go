@@ -62,6 +62,8 @@ var settings = func() []setting {
 		{env: "COORDINATOR_RECOVERY_INTERVAL", kind: 'd', help: "period of the recovery loop (and of the instance heartbeat)", def: d.RecoveryInterval.String()},
 		{env: "COORDINATOR_INSTANCE_LEASE", kind: 'd', help: "an instance silent this long, whose lock is free, is taken over", def: d.InstanceLease.String()},
 		{env: "COORDINATOR_CLAIM_WAIT", kind: 'd', help: "how long startup waits for this instance's lock before refusing", def: d.ClaimWait.String()},
+		{env: "COORDINATOR_FINISH_TIMEOUT", kind: 'd', help: "bound of phase 2 and the final log write after the caller's budget; with COORDINATOR_MAX_TIMEOUT, how long a takeover leaves a younger active transaction alone", def: d.FinishTimeout.String()},
+		{env: "COORDINATOR_MARKER_AGE", kind: 'd', help: "marker rows of transactions whose final state is durable are deleted once this old", def: d.MarkerAge.String()},
 		{env: "COORDINATOR_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", kind: 'd', help: "on SIGTERM/SIGINT, requests in flight finish within this bound; then the process exits and recovery resolves what was left", def: d.ShutdownTimeout.String()},
 		{env: "COORDINATOR_FAULT", kind: 's', help: "TEST ONLY: kill the process (SIGKILL) when a transaction reaches this step: after_sql_work, after_prepare, after_kafka_flush, after_log_prepared, after_endtxn, after_commit_prepared, before_final_log"},
 		{env: envLogLevel, flag: "log-level", kind: 's', help: "debug, info, warn or error", def: "info"},

@@ -1,0 +1,399 @@
+package coord_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// A fake world for the protocol's rules: an in-memory log with the real compare-and-set and
+// fencing semantics, SQL databases with prepared transactions and marker rows, and a Kafka with
+// transactions by producer id. Every call goes through world.call, where a test injects a
+// fault (the call fails before or after its effect) or runs a resolver right before it (a
+// race between a claim and the live writer at that exact step).
+
+// mode is what happens at one call.
+type mode int
+
+const (
+	pass           mode = iota
+	failBefore          // the call fails and has no effect
+	failAfter           // the call has its effect, and its answer is lost (an error)
+	raceResolve         // a resolver claims and resolves the row, then the call runs
+	raceInterleave      // a resolver starts and stops before its call number pauseAt; the request runs to its end, then the resolver goes on
+)
+
+// resolverKey marks the resolver's context: its calls are counted apart.
+type resolverKey struct{}
+
+var errInjected = errors.New("injected fault")
+
+type world struct {
+	mu    sync.Mutex
+	calls int
+	ops   []string
+	// at decides the mode of call n (op names the call); nil: pass.
+	at func(n int, op string) mode
+	// resolve runs when a call is raceResolve or raceInterleave.
+	resolve func()
+	// pauseAt is the resolver's call before which it stops (raceInterleave).
+	pauseAt int
+
+	rcalls   int           // calls of the resolver so far
+	paused   chan struct{} // closed when the resolver stops at pauseAt
+	resume   chan struct{} // closed to let it go on
+	resolved chan struct{} // closed when it has finished
+
+	rows      map[string]*coord.Transaction // gid → row
+	epochs    map[string]int64              // instance → epoch
+	sqlState  map[string]string             // sql gid → running, prepared, committed, rolledback
+	markers   map[string]bool               // sql gid → true: committed marker, false: fencing marker
+	kafkaTxns map[int64]string              // producer id → open, committed, aborted
+	nextPID   int64
+}
+
+func newWorld() *world {
+	return &world{rows: map[string]*coord.Transaction{}, epochs: map[string]int64{"a": 1, "r": 1},
+		sqlState: map[string]string{}, markers: map[string]bool{}, kafkaTxns: map[int64]string{}}
+}
+
+// call counts a call and returns its mode; a race runs the resolver first (without locks held).
+func (w *world) call(ctx context.Context, op string) mode {
+	w.mu.Lock()
+	if ctx.Value(resolverKey{}) != nil {
+		w.rcalls++
+		w.ops = append(w.ops, "r:"+op)
+		if w.rcalls-1 == w.pauseAt {
+			w.mu.Unlock()
+			close(w.paused)
+			<-w.resume
+			w.mu.Lock()
+		}
+		w.mu.Unlock()
+		return pass
+	}
+	n := w.calls
+	w.calls++
+	w.ops = append(w.ops, op)
+	at := w.at
+	w.mu.Unlock()
+	m := pass
+	if at != nil {
+		m = at(n, op)
+	}
+	switch {
+	case m == raceResolve && w.resolve != nil:
+		w.resolve()
+	case m == raceInterleave && w.resolve != nil:
+		w.startResolver()
+		m = pass
+	}
+	return m
+}
+
+// startResolver runs the resolver until it stops at pauseAt (or ends); finishResolver lets it
+// go on and waits for it.
+func (w *world) startResolver() {
+	w.mu.Lock()
+	w.rcalls = 0
+	w.paused, w.resume, w.resolved = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	w.mu.Unlock()
+	go func() {
+		defer close(w.resolved)
+		w.resolve()
+	}()
+	select {
+	case <-w.paused:
+	case <-w.resolved:
+	}
+}
+
+func (w *world) finishResolver() {
+	if w.resolved == nil {
+		return
+	}
+	select {
+	case <-w.resolved:
+		return
+	default:
+	}
+	close(w.resume)
+	<-w.resolved
+}
+
+func clone(t *coord.Transaction) *coord.Transaction {
+	c := *t
+	c.SQLGIDs = append([]coord.SQLGID(nil), t.SQLGIDs...)
+	if t.Kafka != nil {
+		k := *t.Kafka
+		c.Kafka = &k
+	}
+	return &c
+}
+
+// fakeLog implements coord.Log with txlog's semantics.
+type fakeLog struct{ w *world }
+
+func (l fakeLog) owned(t *coord.Transaction) bool {
+	return l.w.epochs[t.Owner] == t.OwnerEpoch
+}
+
+func (l fakeLog) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transaction, bool, error) {
+	m := l.w.call(ctx, "log.begin")
+	if m == failBefore {
+		return nil, false, errInjected
+	}
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	if old, ok := l.w.rows[t.GID]; ok {
+		return clone(old), false, nil
+	}
+	if !l.owned(t) {
+		return nil, false, coord.ErrNotOwner
+	}
+	l.w.rows[t.GID] = clone(t)
+	if m == failAfter {
+		return nil, false, errInjected
+	}
+	return clone(t), true, nil
+}
+
+func (l fakeLog) cas(ctx context.Context, op string, t *coord.Transaction, apply func(row *coord.Transaction)) error {
+	m := l.w.call(ctx, op)
+	if m == failBefore {
+		return errInjected
+	}
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	row, ok := l.w.rows[t.GID]
+	if !ok || row.State != t.State || row.Owner != t.Owner || row.OwnerEpoch != t.OwnerEpoch || !l.owned(t) {
+		return fmt.Errorf("%s %s: %w", op, t.GID, coord.ErrMovedOn)
+	}
+	apply(row)
+	if m == failAfter {
+		return errInjected
+	}
+	*t = *clone(row)
+	return nil
+}
+
+func (l fakeLog) Prepared(ctx context.Context, t *coord.Transaction) error {
+	want := clone(t)
+	return l.cas(ctx, "log.prepared", t, func(row *coord.Transaction) {
+		row.State, row.Kafka, row.SQLGIDs = coord.StatePrepared, want.Kafka, want.SQLGIDs
+	})
+}
+
+func (l fakeLog) Transition(ctx context.Context, t *coord.Transaction, to coord.State) error {
+	want := clone(t)
+	return l.cas(ctx, "log."+string(to), t, func(row *coord.Transaction) {
+		row.State, row.Error = to, want.Error
+		if want.Kafka != nil {
+			row.Kafka = want.Kafka
+		}
+	})
+}
+
+func (l fakeLog) Claim(ctx context.Context, t *coord.Transaction, by coord.Fence, to coord.State) error {
+	m := l.w.call(ctx, "log.claim")
+	if m == failBefore {
+		return errInjected
+	}
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	row, ok := l.w.rows[t.GID]
+	if !ok || row.State != t.State || row.Owner != t.Owner || row.OwnerEpoch != t.OwnerEpoch ||
+		l.w.epochs[by.Instance] != by.Epoch {
+		return fmt.Errorf("claim %s: %w", t.GID, coord.ErrMovedOn)
+	}
+	row.State, row.Owner, row.OwnerEpoch = to, by.Instance, by.Epoch
+	if m == failAfter {
+		return errInjected
+	}
+	*t = *clone(row)
+	return nil
+}
+
+func (l fakeLog) Get(ctx context.Context, id string) (*coord.Transaction, error) {
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	for _, r := range l.w.rows {
+		if r.ID == id {
+			return clone(r), nil
+		}
+	}
+	return nil, coord.ErrNotFound
+}
+
+// fakeSQL implements coord.SQL: prepared transactions and marker rows.
+type fakeSQL struct{ w *world }
+
+func (s fakeSQL) Has(string) bool { return true }
+
+func (s fakeSQL) Run(ctx context.Context, db string, stmts []coord.Statement, gid string, onePhase bool, _ func()) ([]coord.SQLResult, error) {
+	m := s.w.call(ctx, "sql.run")
+	if m == failBefore {
+		return nil, &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable, Unavailable: true, Err: errInjected}
+	}
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	if _, fenced := s.w.markers[gid]; fenced {
+		// The marker insert meets the key: unique violation, the server says no.
+		return nil, &coord.Failure{Participant: "sql:" + db, Class: coord.ClassAbortable, Err: errors.New("duplicate marker")}
+	}
+	if onePhase {
+		s.w.sqlState[gid], s.w.markers[gid] = "committed", true
+	} else {
+		s.w.sqlState[gid] = "prepared"
+	}
+	if m == failAfter {
+		err := error(errInjected)
+		if onePhase {
+			err = fmt.Errorf("%w: %w", coord.ErrCommitUnknown, err)
+		}
+		return nil, &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable, Err: err}
+	}
+	return make([]coord.SQLResult, len(stmts)), nil
+}
+
+func (s fakeSQL) finish(ctx context.Context, op, gid string, commit bool) error {
+	m := s.w.call(ctx, op)
+	if m == failBefore {
+		return errInjected
+	}
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	switch s.w.sqlState[gid] {
+	case "prepared":
+		if commit {
+			s.w.sqlState[gid], s.w.markers[gid] = "committed", true
+		} else {
+			s.w.sqlState[gid] = "rolledback"
+		}
+	default:
+		// Gone (or never prepared): the marker row says how it ended.
+		if committed := s.w.markers[gid]; committed != commit {
+			if committed {
+				return fmt.Errorf("%w: %s was committed by someone else", coord.ErrHeuristic, gid)
+			}
+			return fmt.Errorf("%w: %s was rolled back by someone else", coord.ErrHeuristic, gid)
+		}
+	}
+	if m == failAfter {
+		return errInjected
+	}
+	return nil
+}
+
+func (s fakeSQL) CommitPrepared(ctx context.Context, _, gid string) error {
+	return s.finish(ctx, "sql.commit_prepared", gid, true)
+}
+
+func (s fakeSQL) RollbackPrepared(ctx context.Context, _, gid string) error {
+	return s.finish(ctx, "sql.rollback_prepared", gid, false)
+}
+
+func (s fakeSQL) SettleOnePhase(ctx context.Context, _, gid string) (bool, error) {
+	m := s.w.call(ctx, "sql.settle")
+	if m == failBefore {
+		return false, errInjected
+	}
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	committed, ok := s.w.markers[gid]
+	if !ok {
+		s.w.markers[gid] = false
+	}
+	if m == failAfter {
+		return false, errInjected
+	}
+	return ok && committed, nil
+}
+
+// fakeKafka implements coord.Kafka: one transaction per producer id.
+type fakeKafka struct{ w *world }
+
+func (k fakeKafka) Acquire(ctx context.Context) (coord.KafkaTxn, error) {
+	if k.w.call(ctx, "kafka.acquire") != pass {
+		return nil, &coord.Failure{Participant: "kafka", Class: coord.ClassRetriable, Unavailable: true, Err: errInjected}
+	}
+	k.w.mu.Lock()
+	defer k.w.mu.Unlock()
+	k.w.nextPID++
+	return &fakeTxn{k: k, pid: k.w.nextPID}, nil
+}
+
+func (k fakeKafka) end(ctx context.Context, op string, pid int64, commit bool) error {
+	m := k.w.call(ctx, op)
+	if m == failBefore {
+		return &coord.Failure{Participant: "kafka", Class: coord.ClassRetriable, Err: errInjected}
+	}
+	k.w.mu.Lock()
+	defer k.w.mu.Unlock()
+	switch st := k.w.kafkaTxns[pid]; {
+	case st == "open" && commit:
+		k.w.kafkaTxns[pid] = "committed"
+	case st == "open":
+		k.w.kafkaTxns[pid] = "aborted"
+	case st == "aborted" && commit:
+		return coord.ErrKafkaAborted
+	case st == "committed" && !commit:
+		return errors.New("kafka: already committed")
+	}
+	if m == failAfter {
+		return &coord.Failure{Participant: "kafka", Class: coord.ClassRetriable, Err: errInjected}
+	}
+	return nil
+}
+
+func (k fakeKafka) EndTxn(ctx context.Context, ids coord.KafkaIDs, commit bool) error {
+	return k.end(ctx, "kafka.endtxn", ids.ProducerID, commit)
+}
+
+type fakeTxn struct {
+	k   fakeKafka
+	pid int64
+}
+
+func (t *fakeTxn) TransactionalID() string { return fmt.Sprintf("tid-%d", t.pid) }
+
+func (t *fakeTxn) Begin(ctx context.Context, _ []coord.Record) error {
+	if t.k.w.call(ctx, "kafka.begin") != pass {
+		return &coord.Failure{Participant: "kafka", Class: coord.ClassAbortable, Err: errInjected}
+	}
+	t.k.w.mu.Lock()
+	defer t.k.w.mu.Unlock()
+	t.k.w.kafkaTxns[t.pid] = "open"
+	return nil
+}
+
+func (t *fakeTxn) Prepare(ctx context.Context) (coord.KafkaState, error) {
+	if t.k.w.call(ctx, "kafka.flush") != pass {
+		return coord.KafkaState{}, &coord.Failure{Participant: "kafka", Class: coord.ClassAbortable, Err: errInjected}
+	}
+	return coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: t.TransactionalID(), ProducerID: t.pid}}, nil
+}
+
+func (t *fakeTxn) Commit(ctx context.Context) error { return t.k.end(ctx, "kafka.commit", t.pid, true) }
+func (t *fakeTxn) Abort(ctx context.Context) error  { return t.k.end(ctx, "kafka.abort", t.pid, false) }
+func (t *fakeTxn) Release(bool)                     {}
+
+// ownership is a fixed fence.
+type ownership struct{ f coord.Fence }
+
+func (o ownership) Fence() (coord.Fence, error) { return o.f, nil }
+
+// snapshot copies what the checks read.
+func (w *world) snapshot() (rows map[string]*coord.Transaction, sqlState map[string]string, markers map[string]bool, kafka map[int64]string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rows = map[string]*coord.Transaction{}
+	for g, r := range w.rows {
+		rows[g] = clone(r)
+	}
+	return rows, maps.Clone(w.sqlState), maps.Clone(w.markers), maps.Clone(w.kafkaTxns)
+}

@@ -1,0 +1,251 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The protocol's decisions, written once. The request path (Coordinator) and every resolver
+// (the recovery loop, a takeover, an operator's retry or abort) use these rules; nothing else
+// decides an outcome.
+//
+//   - Claim before act: a resolver first makes the row its own with a fenced compare-and-set
+//     (ClaimState), and only then touches a participant. Claiming an active row moves it to
+//     aborting, which fixes the outcome: the request's own prepared write fails from then on,
+//     so nothing can commit Kafka afterwards.
+//   - Presumed abort (I5): a row claimed before prepared aborts; every SQL gid is rolled back.
+//     A one-phase row (one database, no Kafka) is the exception: its COMMIT was the decision,
+//     so its marker decides (SQL.SettleOnePhase), and evidence wins over the claim.
+//   - Resume by the stored ids (I5, I7): a prepared row re-sends EndTxn(commit) with the
+//     logged (transactionalId, producerId, epoch) and follows Kafka's answer; a fenced answer
+//     is read back from the logged offsets; undecidable is heuristic, never a guess.
+//   - Phase 2 follows the decision (I4) and is idempotent: a gid already gone is resolved by its
+//     marker row; a gid found resolved the other way makes the row heuristic_mixed, with the
+//     evidence.
+
+// ClaimState is the state a resolver claims a row in: active becomes aborting (the outcome is
+// fixed), the others keep their state and change owner. ok=false for final states.
+func ClaimState(s State) (to State, ok bool) {
+	switch s {
+	case StateActive, StateAborting:
+		return StateAborting, true
+	case StatePrepared, StateCommitting:
+		return s, true
+	}
+	return "", false
+}
+
+// Rules applies the protocol's decisions to a row nobody runs.
+type Rules struct {
+	Log   Log
+	SQL   SQL
+	Kafka Kafka // nil: no Kafka configured
+	// Oracle reads a fenced transaction's outcome back (nil: such a row stays in doubt).
+	Oracle Oracle
+	// KafkaTxnTimeout explains Kafka's aborts of rows left prepared too long (0: no note).
+	KafkaTxnTimeout time.Duration
+	// Now is the database's clock (nil: this process's).
+	Now func(context.Context) (time.Time, error)
+}
+
+// Resolve claims t for by and drives it to its outcome: the claim (ClaimState), then the
+// participants, then the final state, every write fenced by by. reword, when set, may change the
+// outcome's error detail before it is logged (an operator's abort says who aborted). An error
+// matching ErrMovedOn means someone else claimed or finished the row first: nothing was touched.
+func (r Rules) Resolve(ctx context.Context, t *Transaction, by Fence,
+	reword func(State, *ErrorDetail) *ErrorDetail) (State, error) {
+	to, ok := ClaimState(t.State)
+	if !ok {
+		return t.State, fmt.Errorf("%s is %s: %w", t.GID, t.State, ErrMovedOn)
+	}
+	if err := r.Log.Claim(ctx, t, by, to); err != nil {
+		return t.State, err
+	}
+	final, detail, err := r.Decide(ctx, t)
+	if err != nil {
+		return t.State, err
+	}
+	if reword != nil {
+		detail = reword(final, detail)
+	}
+	t.Error = detail
+	if err := r.Log.Transition(ctx, t, final); err != nil {
+		return t.State, err
+	}
+	return final, nil
+}
+
+// Decide finds the outcome of a claimed row and drives the SQL participants to it.
+func (r Rules) Decide(ctx context.Context, t *Transaction) (State, *ErrorDetail, error) {
+	switch t.State {
+	case StateAborting:
+		return r.presumedAbort(ctx, t)
+	case StateCommitting:
+		// The decision was commit, durably (no Kafka): commit every SQL participant.
+		return r.phase2(ctx, t, true, nil)
+	case StatePrepared:
+		return r.resumePrepared(ctx, t)
+	}
+	return "", nil, fmt.Errorf("%s is %s, not claimed in doubt", t.GID, t.State)
+}
+
+// presumedAbort (I5): before prepared nothing was decided, so everything is rolled back. A
+// one-phase row is decided by its marker (its COMMIT was the decision).
+func (r Rules) presumedAbort(ctx context.Context, t *Transaction) (State, *ErrorDetail, error) {
+	if t.OnePhase && len(t.SQLGIDs) == 1 {
+		g := t.SQLGIDs[0]
+		committed, err := r.SQL.SettleOnePhase(ctx, g.Database, g.GID)
+		if err != nil {
+			return "", nil, err
+		}
+		if committed {
+			return StateCommitted, nil, nil
+		}
+		// Not retriable under the same id: the fencing marker holds the gid, so the same gid
+		// cannot commit again (which is what makes this abort certain).
+		return StateAborted, &ErrorDetail{Participant: ParticipantCoordinator, Class: ClassAbortable,
+			Message: "the one-phase commit did not happen: recovery found no marker and fenced the gid; send the request again with a new id"}, nil
+	}
+	// The Kafka side, if any, is aborted by re-initialising the transactional id: at startup by
+	// the pool, in a takeover by Reinit, otherwise when the quarantined id is released.
+	return r.phase2(ctx, t, false, &ErrorDetail{
+		Participant: ParticipantCoordinator,
+		Class:       ClassRetriable,
+		Message:     "presumed abort: the transaction was not prepared when a resolver claimed it",
+	})
+}
+
+// resumePrepared (I5, I7): re-send EndTxn(commit) with the stored ids and follow Kafka's answer;
+// when the answer is fenced, read the logged offsets back.
+func (r Rules) resumePrepared(ctx context.Context, t *Transaction) (State, *ErrorDetail, error) {
+	if t.Kafka == nil || t.Kafka.TransactionalID == "" {
+		return StateHeuristic, &ErrorDetail{Participant: ParticipantCoordinator,
+			Class: ClassInternal, Message: "prepared without Kafka ids in the log: cannot decide"}, nil
+	}
+	if r.Kafka == nil {
+		return "", nil, errors.New("a prepared transaction needs Kafka, and none is configured")
+	}
+	err := r.Kafka.EndTxn(ctx, t.Kafka.KafkaIDs, true)
+	switch {
+	case err == nil:
+		return r.phase2(ctx, t, true, nil)
+	case errors.Is(err, ErrKafkaAborted):
+		return r.phase2(ctx, t, false, r.abortReason(ctx, t, err))
+	case AsFailure(err).Class != ClassFenced || r.Oracle == nil:
+		return "", nil, err // unclear (broker down, …): try again later
+	}
+	// Fenced: someone re-initialised the id, or the epoch moved on. Ask the records (I7).
+	committed, oerr := r.Oracle.Outcome(ctx, t.Kafka.KafkaIDs, t.Kafka.Records)
+	switch {
+	case oerr == nil && committed:
+		return r.phase2(ctx, t, true, nil)
+	case oerr == nil:
+		return r.phase2(ctx, t, false, &ErrorDetail{Participant: ParticipantKafka, Class: ClassFenced,
+			Message: fmt.Sprintf("EndTxn answered %v; the logged records were aborted (read back with read_committed)", err)})
+	case errors.Is(oerr, ErrUndecidable):
+		// Never guess: park it for an operator, with the evidence.
+		return StateHeuristic, &ErrorDetail{Participant: ParticipantKafka, Class: ClassFenced,
+			Message: fmt.Sprintf("outcome unknown: EndTxn answered %v and %v", err, oerr)}, nil
+	}
+	return "", nil, fmt.Errorf("EndTxn answered %w; outcome oracle: %w", err, oerr)
+}
+
+// abortReason says why Kafka aborted a prepared transaction; the usual cause is that it stayed
+// open longer than the Kafka transaction timeout while no coordinator finished it.
+func (r Rules) abortReason(ctx context.Context, t *Transaction, err error) *ErrorDetail {
+	msg := err.Error()
+	now := time.Now()
+	if r.Now != nil {
+		if n, nerr := r.Now(ctx); nerr == nil {
+			now = n
+		}
+	}
+	if t.PreparedAt != nil && r.KafkaTxnTimeout > 0 {
+		if age := now.Sub(*t.PreparedAt); age > r.KafkaTxnTimeout {
+			msg = fmt.Sprintf("Kafka aborted the transaction: it stayed prepared for %s, longer than the Kafka transaction timeout (%s), before the commit reached Kafka (%v)",
+				age.Round(time.Second), r.KafkaTxnTimeout, err)
+		}
+	}
+	return &ErrorDetail{Participant: ParticipantKafka, Class: ClassAbortable, Message: msg}
+}
+
+// phase2 drives every SQL participant to the decision (I4) and names the outcome.
+func (r Rules) phase2(ctx context.Context, t *Transaction, commit bool, cause *ErrorDetail) (State, *ErrorDetail, error) {
+	mixed, failed := finishSQL(ctx, r.SQL, t.SQLGIDs, commit)
+	if len(mixed) > 0 {
+		return StateHeuristicMixed, mixedDetail(commit, mixed), nil
+	}
+	if failed != nil {
+		return "", nil, failed
+	}
+	if commit {
+		return StateCommitted, nil, nil
+	}
+	return StateAborted, cause, nil
+}
+
+// finishSQL commits or rolls back every gid, concurrently, following the decision (I4). mixed
+// lists the gids found resolved the other way by someone else (ErrHeuristic); failed is the
+// first other error (the gid's outcome is still to be driven).
+func finishSQL(ctx context.Context, sql SQL, gids []SQLGID, commit bool) (mixed []string, failed error) {
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	for _, g := range gids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if commit {
+				err = sql.CommitPrepared(ctx, g.Database, g.GID)
+			} else {
+				err = sql.RollbackPrepared(ctx, g.Database, g.GID)
+			}
+			if err == nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if errors.Is(err, ErrHeuristic) {
+				mixed = append(mixed, err.Error())
+			} else if failed == nil {
+				failed = err
+			}
+		}()
+	}
+	wg.Wait()
+	return mixed, failed
+}
+
+// mixedDetail is the evidence of a heuristic_mixed outcome.
+func mixedDetail(commit bool, mixed []string) *ErrorDetail {
+	decision := "abort"
+	if commit {
+		decision = "commit"
+	}
+	return &ErrorDetail{Participant: ParticipantSQL, Class: ClassInternal,
+		Message: fmt.Sprintf("the decision was %s, but %s", decision, strings.Join(mixed, "; "))}
+}
+
+// Answer is what a request says about a stored row: committed is 200, aborted 409 (503 when
+// the abort was retriable and caused by an unavailable dependency), an aborting row that is not
+// one-phase 409 (its outcome is fixed: abort), anything else in doubt (202).
+func Answer(t *Transaction, cause error) (*Transaction, error) {
+	switch {
+	case t.State == StateCommitted:
+		return t, nil
+	case t.State == StateAborted:
+		if t.Error != nil && t.Error.Class == ClassRetriable && cause != nil && AsFailure(cause).Unavailable {
+			return t, &OutcomeError{Sentinel: ErrUnavailable, Txn: t, Cause: cause}
+		}
+		return t, &OutcomeError{Sentinel: ErrAborted, Txn: t, Cause: cause}
+	case t.State == StateAborting && !t.OnePhase:
+		return t, &OutcomeError{Sentinel: ErrAborted, Txn: t, Cause: cause}
+	}
+	return t, &OutcomeError{Sentinel: ErrInDoubt, Txn: t, Cause: cause}
+}

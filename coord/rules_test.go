@@ -1,0 +1,248 @@
+package coord_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// The protocol's rules against fake participants and a fake log (fake_test.go): every call of
+// a request fails in turn (before or after its effect), or a resolver claims and resolves the
+// row right before it; then recovery runs to the end. Whatever happened, both sides agree, the
+// answer agrees with the outcome, and nothing is left prepared.
+
+var shapes = []struct {
+	name string
+	req  coord.Request
+}{
+	{"sql and kafka", coord.Request{SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}, Kafka: []coord.Record{rec("t")}}},
+	{"one phase", coord.Request{SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}}},
+	{"two databases", coord.Request{SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)"), {Database: "orders", Statement: "INSERT INTO t VALUES (1)"}}}},
+	{"kafka only", coord.Request{Kafka: []coord.Record{rec("t")}}},
+}
+
+// trial runs one request in a fresh world with at deciding each call's fate, then recovery
+// (as instance r) until the row is final, and checks the outcome.
+func trial(t *testing.T, req coord.Request, at func(n int, op string) mode) (answer error, w *world) {
+	t.Helper()
+	return trialWith(t, req, -1, at)
+}
+
+// trialWith is trial with the resolver's pause point (raceInterleave).
+func trialWith(t *testing.T, req coord.Request, pauseAt int, at func(n int, op string) mode) (answer error, w *world) {
+	t.Helper()
+	w = newWorld()
+	w.pauseAt = pauseAt
+	log, sql, kafka := fakeLog{w}, fakeSQL{w}, fakeKafka{w}
+	var k coord.Kafka
+	if len(req.Kafka) > 0 {
+		k = kafka
+	}
+	c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", DefaultTimeout: 30 * time.Millisecond,
+		FinishTimeout: 100 * time.Millisecond, Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}},
+		Logger: slog.New(slog.DiscardHandler)}, log, k, sql)
+	rules := coord.Rules{Log: log, SQL: sql, Kafka: kafka}
+	ctx := context.Background()
+	resolveIn := func(ctx context.Context) error {
+		row, err := log.Get(ctx, "x")
+		if err != nil || row.State.Final() {
+			return nil
+		}
+		_, err = rules.Resolve(ctx, row, coord.Fence{Instance: "r", Epoch: 1}, nil)
+		return err
+	}
+	resolve := func() error { return resolveIn(ctx) }
+	w.resolve = func() { _ = resolveIn(context.WithValue(ctx, resolverKey{}, true)) }
+	w.at = at
+	req.ID = "x"
+	_, answer = c.Execute(ctx, req)
+	w.finishResolver()
+
+	// Recovery, with no more faults.
+	w.at = nil
+	for i := 0; i < 5; i++ {
+		if err := resolve(); err == nil || errors.Is(err, coord.ErrMovedOn) {
+			continue
+		}
+	}
+	check(t, w, req, answer)
+	return answer, w
+}
+
+// check: the row is final and both sides follow it; the answer agrees; nothing is prepared
+// (after the orphan sweep's rule: a leftover gid of a final row follows the row).
+func check(t *testing.T, w *world, req coord.Request, answer error) {
+	t.Helper()
+	rows, sqlState, _, kafka := w.snapshot()
+	row := rows["p_x"]
+	if row == nil {
+		require.Error(t, answer, "no row, yet the answer was a commit")
+		for g, st := range sqlState {
+			assert.NotEqual(t, "committed", st, "no row, yet %s committed", g)
+		}
+		return
+	}
+	require.True(t, row.State.Final(), "recovery left the row %s; calls %v", row.State, w.ops)
+	require.Contains(t, []coord.State{coord.StateCommitted, coord.StateAborted}, row.State, "calls %v", w.ops)
+	committed := row.State == coord.StateCommitted
+	for _, g := range row.SQLGIDs {
+		st := sqlState[g.GID]
+		if st == "prepared" { // the orphan sweep's rule for a final row
+			if committed {
+				require.NoError(t, fakeSQL{w}.CommitPrepared(context.Background(), g.Database, g.GID))
+			} else {
+				require.NoError(t, fakeSQL{w}.RollbackPrepared(context.Background(), g.Database, g.GID))
+			}
+			_, sqlState, _, _ = w.snapshot()
+			st = sqlState[g.GID]
+		}
+		assert.Equal(t, committed, st == "committed", "%s: sql gid %s is %q; calls %v", row.State, g.GID, st, w.ops)
+	}
+	if len(req.Kafka) > 0 {
+		kafkaCommitted := false
+		for _, st := range kafka {
+			kafkaCommitted = kafkaCommitted || st == "committed"
+		}
+		assert.Equal(t, committed, kafkaCommitted, "%s: kafka %v; calls %v", row.State, kafka, w.ops)
+	}
+	switch {
+	case answer == nil:
+		assert.True(t, committed, "answered committed, ended %s; calls %v", row.State, w.ops)
+	case errors.Is(answer, coord.ErrAborted), errors.Is(answer, coord.ErrUnavailable):
+		assert.False(t, committed, "answered %v, ended committed; calls %v", answer, w.ops)
+	default:
+		assert.ErrorIs(t, answer, coord.ErrInDoubt)
+	}
+}
+
+// calls counts the calls of a run without faults.
+func calls(t *testing.T, req coord.Request) int {
+	t.Helper()
+	answer, w := trial(t, req, nil)
+	require.NoError(t, answer)
+	return w.calls
+}
+
+func TestRulesFailAtEveryCall(t *testing.T) {
+	t.Parallel()
+	for _, sh := range shapes {
+		n := calls(t, sh.req)
+		for k := range n {
+			for _, m := range []mode{failBefore, failAfter} {
+				t.Run(fmt.Sprintf("%s/call %d/mode %d", sh.name, k, m), func(t *testing.T) {
+					trial(t, sh.req, func(i int, _ string) mode {
+						if i == k {
+							return m
+						}
+						return pass
+					})
+				})
+			}
+		}
+	}
+}
+
+func TestRulesClaimRacesLiveWriter(t *testing.T) {
+	t.Parallel()
+	for _, sh := range shapes {
+		n := calls(t, sh.req)
+		for k := range n {
+			t.Run(fmt.Sprintf("%s/claim before call %d", sh.name, k), func(t *testing.T) {
+				trial(t, sh.req, func(i int, _ string) mode {
+					if i == k {
+						return raceResolve
+					}
+					return pass
+				})
+			})
+		}
+	}
+}
+
+// A resolver starts before each call of the request and stops before each of its own calls;
+// the request runs to its end meanwhile, then the resolver goes on. This is the interleaving
+// where acting before claiming breaks atomicity (a rollback, then the live writer's prepared and
+// commit, then the claim).
+func TestRulesResolverInterleaved(t *testing.T) {
+	t.Parallel()
+	for _, sh := range shapes {
+		n := calls(t, sh.req)
+		for k := range n {
+			for j := range 6 {
+				t.Run(fmt.Sprintf("%s/resolver from call %d paused at its call %d", sh.name, k, j), func(t *testing.T) {
+					trialWith(t, sh.req, j, func(i int, _ string) mode {
+						if i == k {
+							return raceInterleave
+						}
+						return pass
+					})
+				})
+			}
+		}
+	}
+}
+
+// A claim with a lost answer, then the live writer: the writer's writes fail and the row ends
+// by the rules, never twice.
+func TestRulesClaimLostThenRace(t *testing.T) {
+	t.Parallel()
+	for _, sh := range shapes {
+		n := calls(t, sh.req)
+		for k := range n {
+			t.Run(fmt.Sprintf("%s/claim before call %d, its first write lost", sh.name, k), func(t *testing.T) {
+				raced := false
+				trial(t, sh.req, func(i int, op string) mode {
+					switch {
+					case i == k:
+						raced = true
+						return raceResolve
+					case raced && op == "log.claim":
+						raced = false
+						return failAfter
+					}
+					return pass
+				})
+			})
+		}
+	}
+}
+
+// The request path refuses to start while the instance cannot confirm its lock.
+func TestNotOwnerRefused(t *testing.T) {
+	t.Parallel()
+	w := newWorld()
+	c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", Logger: slog.New(slog.DiscardHandler),
+		Ownership: lostOwnership{}}, fakeLog{w}, nil, fakeSQL{w})
+	_, err := c.Execute(context.Background(), coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}})
+	require.ErrorIs(t, err, coord.ErrUnavailable)
+	require.ErrorIs(t, err, coord.ErrNotOwner)
+	assert.Zero(t, w.calls, "nothing was logged or run")
+}
+
+// A writer whose epoch moved on (its lock was taken over) writes nothing: Begin is refused.
+func TestStaleEpochFenced(t *testing.T) {
+	t.Parallel()
+	w := newWorld()
+	w.epochs["a"] = 2 // a takeover bumped it
+	c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", Logger: slog.New(slog.DiscardHandler),
+		Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}}, fakeLog{w}, nil, fakeSQL{w})
+	_, err := c.Execute(context.Background(), coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}})
+	require.ErrorIs(t, err, coord.ErrUnavailable)
+	rows, sqlState, _, _ := w.snapshot()
+	assert.Empty(t, rows)
+	assert.Empty(t, sqlState)
+}
+
+type lostOwnership struct{}
+
+func (lostOwnership) Fence() (coord.Fence, error) {
+	return coord.Fence{}, fmt.Errorf("%w: test", coord.ErrNotOwner)
+}

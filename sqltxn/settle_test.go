@@ -1,0 +1,100 @@
+package sqltxn_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/sqltxn"
+)
+
+// openSchema opens the participant on a schema of its own on DATABASE_URL.
+func openSchema(t *testing.T) (*sqltxn.Databases, string) {
+	t.Helper()
+	dsn := os.Getenv("DATABASE_URL")
+	if dsn == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("DATABASE_URL is not set: CI must run scripts/test.sh, which starts PostgreSQL")
+		}
+		t.Skip("DATABASE_URL is not set: run `bash scripts/test.sh` (or `eval \"$(bash scripts/services.sh env)\"`) to test against PostgreSQL")
+	}
+	ctx := context.Background()
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	schema := "s" + hex.EncodeToString(b)
+	admin, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "CREATE SCHEMA "+schema)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		_ = admin.Close(context.Background())
+	})
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	d, err := sqltxn.Open(ctx, map[string]string{"default": u.String()}, sqltxn.Options{MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	return d, u.String()
+}
+
+// SettleOnePhase decides from evidence: a committed marker is committed; a transaction still
+// running is waited for; no marker is fenced, and the fence makes a late COMMIT fail.
+func TestSettleOnePhase(t *testing.T) {
+	t.Parallel()
+	d, dsn := openSchema(t)
+	ctx := context.Background()
+	stmt := []coord.Statement{{Database: "default", Statement: "SELECT 1"}}
+
+	// Committed by the one-phase path: evidence of a commit.
+	_, err := d.Run(ctx, "default", stmt, "p_a@default", true, nil)
+	require.NoError(t, err)
+	committed, err := d.SettleOnePhase(ctx, "default", "p_a@default")
+	require.NoError(t, err)
+	assert.True(t, committed)
+
+	// No marker: fenced; the same gid cannot commit afterwards, and settling again agrees.
+	committed, err = d.SettleOnePhase(ctx, "default", "p_b@default")
+	require.NoError(t, err)
+	assert.False(t, committed)
+	_, err = d.Run(ctx, "default", stmt, "p_b@default", true, nil)
+	require.Error(t, err, "a late COMMIT meets the fence")
+	assert.NotErrorIs(t, err, coord.ErrCommitUnknown, "the server said no: a definite abort")
+	committed, err = d.SettleOnePhase(ctx, "default", "p_b@default")
+	require.NoError(t, err)
+	assert.False(t, committed)
+
+	// A transaction holding the marker key and still running is waited for.
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "INSERT INTO coordinator_markers (gid) VALUES ('p_c@default')")
+	require.NoError(t, err)
+	done := make(chan bool, 1)
+	go func() {
+		c, err := d.SettleOnePhase(ctx, "default", "p_c@default")
+		assert.NoError(t, err)
+		done <- c
+	}()
+	select {
+	case <-done:
+		require.FailNow(t, "settled while the transaction holding the key still ran")
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	assert.True(t, <-done, "it committed while the settle waited: committed")
+}

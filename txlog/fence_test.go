@@ -1,0 +1,111 @@
+package txlog_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txlog"
+)
+
+// newLog migrates a log into a schema of its own on DATABASE_URL.
+func newLog(t *testing.T) (*txlog.Log, *pgxpool.Pool) {
+	t.Helper()
+	dsn := os.Getenv("DATABASE_URL")
+	if dsn == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("DATABASE_URL is not set: CI must run scripts/test.sh, which starts PostgreSQL")
+		}
+		t.Skip("DATABASE_URL is not set: run `bash scripts/test.sh` (or `eval \"$(bash scripts/services.sh env)\"`) to test against PostgreSQL")
+	}
+	ctx := context.Background()
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	schema := "x" + hex.EncodeToString(b)
+	admin, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "CREATE SCHEMA "+schema)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		_ = admin.Close(context.Background())
+	})
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	pool, err := pgxpool.New(ctx, u.String())
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	l := txlog.New(pool, txlog.Options{GroupCommit: true})
+	t.Cleanup(l.Close)
+	require.NoError(t, txlog.Migrate(ctx, l, "up"))
+	return l, pool
+}
+
+func row(id string, epoch int64) *coord.Transaction {
+	return &coord.Transaction{ID: id, GID: "p_" + id, Instance: "a", State: coord.StateActive,
+		Owner: "a", OwnerEpoch: epoch, Digest: []byte{1},
+		SQLGIDs: []coord.SQLGID{{Database: "default", GID: "p_" + id + "@default"}}}
+}
+
+// The log's fencing, against PostgreSQL: a claim takes the row from the live writer, a bumped
+// epoch stops every write of the older one, and a stale epoch cannot begin.
+func TestFencing(t *testing.T) {
+	t.Parallel()
+	l, pool := newLog(t)
+	ctx := context.Background()
+	ea, err := txlog.BumpEpoch(ctx, pool, "a")
+	require.NoError(t, err)
+	er, err := txlog.BumpEpoch(ctx, pool, "r")
+	require.NoError(t, err)
+
+	t.Run("claim before the live writer's prepared", func(t *testing.T) {
+		live, created, err := l.Begin(ctx, row("c1", ea))
+		require.NoError(t, err)
+		require.True(t, created)
+		resolver := *live
+		require.NoError(t, l.Claim(ctx, &resolver, coord.Fence{Instance: "r", Epoch: er}, coord.StateAborting))
+		assert.Equal(t, coord.StateAborting, resolver.State)
+		assert.Equal(t, "r", resolver.Owner)
+		// The live writer's prepared and final writes now fail, and change nothing.
+		require.ErrorIs(t, l.Prepared(ctx, live), coord.ErrMovedOn)
+		require.ErrorIs(t, l.Transition(ctx, live, coord.StateAborted), coord.ErrMovedOn)
+		// A second resolver that read the row before the claim loses too.
+		require.ErrorIs(t, l.Claim(ctx, live, coord.Fence{Instance: "r", Epoch: er}, coord.StateAborting), coord.ErrMovedOn)
+		require.NoError(t, l.Transition(ctx, &resolver, coord.StateAborted))
+		got, err := l.Get(ctx, "c1")
+		require.NoError(t, err)
+		assert.Equal(t, coord.StateAborted, got.State)
+		events, err := l.Events(ctx, got.GID)
+		require.NoError(t, err)
+		var states []coord.State
+		for _, e := range events {
+			states = append(states, e.State)
+		}
+		assert.Equal(t, []coord.State{coord.StateActive, coord.StateAborting, coord.StateAborted}, states)
+	})
+
+	t.Run("a bumped epoch fences the older one", func(t *testing.T) {
+		live, _, err := l.Begin(ctx, row("c2", ea))
+		require.NoError(t, err)
+		_, err = txlog.BumpEpoch(ctx, pool, "a") // a takeover, or a's own re-claim
+		require.NoError(t, err)
+		require.ErrorIs(t, l.Prepared(ctx, live), coord.ErrMovedOn)
+		_, _, err = l.Begin(ctx, row("c3", ea))
+		require.ErrorIs(t, err, coord.ErrNotOwner)
+		got, err := l.Get(ctx, "c2")
+		require.NoError(t, err)
+		assert.Equal(t, coord.StateActive, got.State, "nothing written")
+	})
+}
