@@ -178,8 +178,8 @@ type InDoubtEntry struct {
 	Since      time.Time `json:"since"`
 	AgeSeconds float64   `json:"age_seconds"`
 	// Actions are the operator actions that apply: retry, abort, resolve.
-	Actions  []string          `json:"actions"`
-	Hint     string            `json:"hint"`
+	Actions  []string       `json:"actions"`
+	Hint     string         `json:"hint"`
 	Log      *InDoubtLog    `json:"log,omitempty"`
 	Postgres []PreparedXact `json:"postgres,omitempty"`
 	Kafka    *OpenKafkaTxn  `json:"kafka,omitempty"`
