@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -71,7 +72,7 @@ func (e *Error) Error() string {
 	if e.Participant != "" {
 		msg = e.Participant + ": " + msg
 	}
-	if e.SQLState != "" {
+	if e.SQLState != "" && !strings.Contains(msg, e.SQLState) {
 		msg += " [SQLSTATE " + e.SQLState + "]"
 	}
 	if e.Transaction != nil {
