@@ -115,7 +115,7 @@ func dev(ctx context.Context, cfg service.Config, logger *slog.Logger, stdout io
 	}
 	defer svc.Close()
 
-	printBanner(stdout, baseURL(ln.Addr()), pg.DSN(), kafka.Brokers(), dir)
+	printBanner(stdout, baseURL(ln.Addr(), cfg.APITLS.Enabled()), pg.DSN(), kafka.Brokers(), dir)
 
 	go func() {
 		<-ctx.Done()
@@ -138,15 +138,19 @@ func createDemoTable(ctx context.Context, dsn string) error {
 
 // baseURL is the URL a client on this machine uses for addr (an unspecified address such as
 // [::]:8080 is reached through the loopback address).
-func baseURL(addr net.Addr) string {
+func baseURL(addr net.Addr, https bool) string {
+	scheme := "http://"
+	if https {
+		scheme = "https://"
+	}
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
-		return "http://" + addr.String()
+		return scheme + addr.String()
 	}
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	return scheme + net.JoinHostPort(host, port)
 }
 
 func isLoopback(host string) bool {
