@@ -6,7 +6,9 @@
 # with the netgo and osusergo tags so that nothing is looked up through glibc's NSS at run time. Build: docker build -t kpgtx/coordinator .
 # Run:   docker run -e DATABASE_URL=... -e KAFKA_BROKERS=... -e COORDINATOR_TOKENS=... -p 8080:8080 kpgtx/coordinator
 # (the image listens on 0.0.0.0:8080, so it refuses to start without COORDINATOR_TOKENS unless
-# COORDINATOR_ALLOW_INSECURE=true). docker-compose.yml runs it next to PostgreSQL and Kafka.
+# COORDINATOR_ALLOW_INSECURE=true, and without COORDINATOR_TLS_CERT_FILE and _KEY_FILE, mounted
+# into the container, unless COORDINATOR_ALLOW_PLAINTEXT=true, as behind a proxy that terminates
+# TLS). docker-compose.yml runs it next to PostgreSQL and Kafka.
 
 # The go directive of go.mod (the golang image does not download another toolchain).
 ARG GO_VERSION=1.26.8

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -256,4 +257,45 @@ func TestKafkaTransactions(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, resp.Topics, 1)
 	require.ErrorIs(t, kerr.ErrorForCode(resp.Topics[0].ErrorCode), kerr.UnknownTopicOrPartition)
+}
+
+// TestPostgresFetched: with no server binaries on the lookup path, a PostgreSQL build is
+// fetched (once; then taken from the cache) and runs, as an unprivileged user when root, with
+// prepared transactions enabled.
+func TestPostgresFetched(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	pg, err := StartPostgres(ctx, PostgresOptions{Path: t.TempDir(), Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
+
+	conn, err := pgx.Connect(ctx, pg.DSN())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var version, mpt string
+	require.NoError(t, conn.QueryRow(ctx, "SHOW server_version").Scan(&version))
+	assert.True(t, strings.HasPrefix(PostgresVersion, version+"."), "server %s, fetched %s", version, PostgresVersion)
+	require.NoError(t, conn.QueryRow(ctx, "SHOW max_prepared_transactions").Scan(&mpt))
+	require.Equal(t, "100", mpt)
+	_, err = conn.Exec(ctx, "BEGIN")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "PREPARE TRANSACTION 'fetched'")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "COMMIT PREPARED 'fetched'")
+	require.NoError(t, err)
+	require.NoError(t, pg.Stop(ctx))
+}
+
+// TestLookIn: a lookup path finds binaries only in its directories.
+func TestLookIn(t *testing.T) {
+	t.Parallel()
+	empty, full := t.TempDir(), t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(full, "initdb"), []byte("#!/bin/sh\n"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(full, "postgres"), []byte("#!/bin/sh\n"), 0o755))
+	_, err := findPostgresBinDir(lookIn(empty), "")
+	require.ErrorIs(t, err, errNoServer)
+	dir, err := findPostgresBinDir(lookIn(empty+string(filepath.ListSeparator)+full), "")
+	require.NoError(t, err)
+	require.Equal(t, full, dir)
 }

@@ -3,10 +3,11 @@
 //
 // It backs `coordinator dev`, which must work on a fresh machine with nothing
 // configured. [StartPostgres] runs initdb and a postmaster from the locally
-// installed PostgreSQL server binaries in a temporary directory (as an
-// unprivileged user when running as root, because PostgreSQL refuses to run
-// as root) with max_prepared_transactions enabled, so the coordinator can use
-// PREPARE TRANSACTION. [StartKafka] runs a kfake cluster in this process with
+// installed PostgreSQL server binaries, or, when there are none, from a
+// PostgreSQL build fetched once from Maven Central and cached (fetch.go), in a
+// temporary directory (as an unprivileged user when running as root, because
+// PostgreSQL refuses to run as root) with max_prepared_transactions enabled,
+// so the coordinator can use PREPARE TRANSACTION. [StartKafka] runs a kfake cluster in this process with
 // transactions and pre-created topics.
 //
 // Both are for development and tests only: durability is switched off

@@ -60,6 +60,15 @@ type PostgresOptions struct {
 	// MaxPreparedTransactions is the server's max_prepared_transactions: 0 = 100; negative
 	// sets 0, which makes PREPARE TRANSACTION fail (to test how that is refused and reported).
 	MaxPreparedTransactions int
+	// Path, when set, is the only place server binaries are looked for: a list of directories
+	// like PATH (env COORDINATOR_DEV_POSTGRES_PATH for `coordinator dev`). Empty: pg_config and
+	// initdb on PATH and /usr/lib/postgresql/*/bin.
+	Path string
+	// CacheDir keeps the PostgreSQL build fetched when no server binaries are found; "": the
+	// user's cache directory (see cacheDir).
+	CacheDir string
+	// Repository is the Maven repository the build is fetched from; "": MavenCentral.
+	Repository string
 }
 
 // runAs is the OS identity the PostgreSQL processes run as; nil means the current user.
@@ -72,6 +81,9 @@ type runAs struct {
 // with max_prepared_transactions=100 (see PostgresOptions), max_connections 200 and fsync off,
 // waits until it accepts connections, and creates database "coordinator".
 //
+// Without local server binaries it fetches a PostgreSQL build from Maven Central once
+// (fetch.go) and runs that, from the cache, from then on.
+//
 // When the process runs as root, initdb and postgres run as the "postgres" OS user
 // (or "nobody" if there is none), since PostgreSQL refuses to run as root.
 // The server runs in its own process group, so a Ctrl-C in the terminal reaches only
@@ -83,17 +95,34 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (pg *Postgres, err
 		logger = slog.New(slog.DiscardHandler)
 	}
 
-	binDir, err := findPostgresBinDir(exec.LookPath, "/usr/lib/postgresql/*/bin")
-	if err != nil {
-		return nil, err
-	}
-
 	var as *runAs
 	if os.Geteuid() == 0 {
 		as, err = unprivilegedUser()
 		if err != nil {
 			return nil, err
 		}
+	}
+
+	lookPath, debianGlob := exec.LookPath, "/usr/lib/postgresql/*/bin"
+	if opts.Path != "" {
+		lookPath, debianGlob = lookIn(opts.Path), ""
+	}
+	binDir, err := findPostgresBinDir(lookPath, debianGlob)
+	if errors.Is(err, errNoServer) {
+		cache := opts.CacheDir
+		if cache == "" {
+			if cache, err = cacheDir(as); err != nil {
+				return nil, err
+			}
+		}
+		repo := opts.Repository
+		if repo == "" {
+			repo = MavenCentral
+		}
+		binDir, err = fetchPostgres(ctx, repo, cache, as, logger)
+	}
+	if err != nil {
+		return nil, err
 	}
 
 	dir, err := makeDir(opts.Dir)
@@ -363,7 +392,10 @@ func findPostgresBinDir(lookPath func(string) (string, error), debianGlob string
 			}
 		}
 	}
-	dirs, _ := filepath.Glob(debianGlob)
+	var dirs []string
+	if debianGlob != "" {
+		dirs, _ = filepath.Glob(debianGlob)
+	}
 	slices.SortFunc(dirs, func(a, b string) int { return compareVersions(versionOf(a), versionOf(b)) })
 	for i := len(dirs) - 1; i >= 0; i-- {
 		if hasServer(dirs[i]) {
@@ -380,7 +412,22 @@ func findPostgresBinDir(lookPath func(string) (string, error), debianGlob string
 			return dir, nil
 		}
 	}
-	return "", errors.New("postgres: PostgreSQL server binaries (initdb, postgres) not found; " + installHint)
+	return "", errNoServer
+}
+
+// errNoServer: no local PostgreSQL server binaries; StartPostgres then fetches a build.
+var errNoServer = errors.New("postgres: PostgreSQL server binaries (initdb, postgres) not found; " + installHint)
+
+// lookIn is exec.LookPath over the directories of path (a PATH-like list) only.
+func lookIn(path string) func(string) (string, error) {
+	return func(name string) (string, error) {
+		for _, dir := range filepath.SplitList(path) {
+			if p := filepath.Join(dir, name); dir != "" && isExecutable(p) {
+				return p, nil
+			}
+		}
+		return "", fmt.Errorf("%s not found in %s", name, path)
+	}
 }
 
 // versionOf extracts "15" from /usr/lib/postgresql/15/bin.

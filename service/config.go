@@ -67,12 +67,16 @@ type Config struct {
 	Fault string
 
 	// Security (security.go).
-	Tokens        []api.Token       // COORDINATOR_TOKENS: bearer tokens "name:role[,role]:token"; none: no authentication
-	AllowInsecure bool              // COORDINATOR_ALLOW_INSECURE: serve beyond the loopback interface without tokens
-	Statements    map[string]string // COORDINATOR_STATEMENTS: allowlist of named SQL statements, name → SQL text
-	Topics        []string          // COORDINATOR_TOPICS: allowlist of topics ("prefix*" matches a prefix)
-	KafkaTLS      KafkaTLS          // KAFKA_TLS, KAFKA_TLS_*
-	KafkaSASL     KafkaSASL         // KAFKA_SASL_*
+	Tokens        []api.Token // COORDINATOR_TOKENS: bearer tokens "name:role[,role]:token"; none: no authentication
+	AllowInsecure bool        // COORDINATOR_ALLOW_INSECURE: serve beyond the loopback interface without tokens
+	APITLS        APITLS      // COORDINATOR_TLS_*: the API over TLS (tls.go)
+	// AllowPlaintext (COORDINATOR_ALLOW_PLAINTEXT): serve plain HTTP beyond the loopback
+	// interface (behind a proxy that terminates TLS, say).
+	AllowPlaintext bool
+	Statements     map[string]string // COORDINATOR_STATEMENTS: allowlist of named SQL statements, name → SQL text
+	Topics         []string          // COORDINATOR_TOPICS: allowlist of topics ("prefix*" matches a prefix)
+	KafkaTLS       KafkaTLS          // KAFKA_TLS, KAFKA_TLS_*
+	KafkaSASL      KafkaSASL         // KAFKA_SASL_*
 }
 
 // Defaults returns the configuration with nothing set.

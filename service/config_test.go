@@ -50,6 +50,7 @@ func TestLoadOverrides(t *testing.T) {
 		"DATABASE_URL":                  "postgres://db/app",
 		"COORDINATOR_LISTEN":            ":9000",
 		"COORDINATOR_ALLOW_INSECURE":    "true", // :9000 is beyond loopback and there are no tokens
+		"COORDINATOR_ALLOW_PLAINTEXT":   "true", // … nor TLS
 		"COORDINATOR_INSTANCE":          "node-1",
 		"COORDINATOR_GID_PREFIX":        "abc",
 		"KAFKA_TRANSACTIONAL_ID_PREFIX": "tx.app",

@@ -63,6 +63,16 @@ func loadSecurity(c *Config, getenv func(string) string) []string {
 		c.Tokens = tokens
 	}
 	boolean("COORDINATOR_ALLOW_INSECURE", &c.AllowInsecure)
+	boolean("COORDINATOR_ALLOW_PLAINTEXT", &c.AllowPlaintext)
+	if v := getenv("COORDINATOR_TLS_CERT_FILE"); v != "" {
+		c.APITLS.CertFile = v
+	}
+	if v := getenv("COORDINATOR_TLS_KEY_FILE"); v != "" {
+		c.APITLS.KeyFile = v
+	}
+	if v := getenv("COORDINATOR_TLS_CLIENT_CA_FILE"); v != "" {
+		c.APITLS.ClientCAFile = v
+	}
 	if v := getenv("COORDINATOR_STATEMENTS"); v != "" {
 		var m map[string]string
 		if err := json.Unmarshal([]byte(v), &m); err != nil || m == nil {
@@ -98,14 +108,33 @@ func loadSecurity(c *Config, getenv func(string) string) []string {
 }
 
 // validateSecurity refuses security settings that cannot work or that would expose the API.
+//
+// The exposure rule: an address other machines can reach (not loopback) needs authentication
+// and encryption. Without COORDINATOR_TOKENS it is refused unless COORDINATOR_ALLOW_INSECURE=true;
+// without TLS (COORDINATOR_TLS_CERT_FILE) it is refused unless COORDINATOR_ALLOW_PLAINTEXT=true.
+// Each allowance waives its own check only; on loopback neither is needed.
 func (c Config) validateSecurity() []string {
 	var errs []string
 	if host, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Sprintf("COORDINATOR_LISTEN=%q: want host:port, like 127.0.0.1:8080", c.Listen))
-	} else if len(c.Tokens) == 0 && !c.AllowInsecure && !IsLoopback(host) {
-		errs = append(errs, fmt.Sprintf("COORDINATOR_LISTEN=%s accepts connections from other machines, but no COORDINATOR_TOKENS are configured: "+
-			"anyone who reaches it could run SQL and produce records. Configure tokens (name:role[,role]:token), "+
-			"listen on 127.0.0.1, or set COORDINATOR_ALLOW_INSECURE=true to serve without authentication anyway", c.Listen))
+	} else if !IsLoopback(host) {
+		if len(c.Tokens) == 0 && !c.AllowInsecure {
+			errs = append(errs, fmt.Sprintf("COORDINATOR_LISTEN=%s accepts connections from other machines, but no COORDINATOR_TOKENS are configured: "+
+				"anyone who reaches it could run SQL and produce records. Configure tokens (name:role[,role]:token), "+
+				"listen on 127.0.0.1, or set COORDINATOR_ALLOW_INSECURE=true to serve without authentication anyway", c.Listen))
+		}
+		if !c.APITLS.Enabled() && !c.AllowPlaintext {
+			errs = append(errs, fmt.Sprintf("COORDINATOR_LISTEN=%s accepts connections from other machines over plain HTTP: "+
+				"tokens and requests would cross the network readable by anyone on the path. Configure COORDINATOR_TLS_CERT_FILE and "+
+				"COORDINATOR_TLS_KEY_FILE, listen on 127.0.0.1, or set COORDINATOR_ALLOW_PLAINTEXT=true "+
+				"(say, behind a proxy that terminates TLS) to serve plain HTTP anyway", c.Listen))
+		}
+	}
+	if (c.APITLS.CertFile == "") != (c.APITLS.KeyFile == "") {
+		errs = append(errs, "COORDINATOR_TLS_CERT_FILE and COORDINATOR_TLS_KEY_FILE go together (the API's certificate and its key)")
+	}
+	if c.APITLS.ClientCAFile != "" && !c.APITLS.Enabled() {
+		errs = append(errs, "COORDINATOR_TLS_CLIENT_CA_FILE is set but COORDINATOR_TLS_CERT_FILE is not: client certificates need TLS")
 	}
 	if c.Statements != nil && len(c.Statements) == 0 {
 		errs = append(errs, "COORDINATOR_STATEMENTS: no statements; name at least one, or leave it unset to accept SQL text")
@@ -315,6 +344,10 @@ func (c Config) LogValue() slog.Value {
 		slog.String("fault", c.Fault),
 		slog.Any("tokens", tokens),
 		slog.Bool("allow_insecure", c.AllowInsecure),
+		slog.Bool("allow_plaintext", c.AllowPlaintext),
+		slog.String("tls_cert_file", c.APITLS.CertFile),
+		slog.String("tls_key_file", c.APITLS.KeyFile),
+		slog.String("tls_client_ca_file", c.APITLS.ClientCAFile),
 		slog.Any("statements", slices.Sorted(maps.Keys(c.Statements))),
 		slog.Any("topics", c.Topics),
 		slog.Bool("kafka_tls", c.KafkaTLS.Enabled),

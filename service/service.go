@@ -4,6 +4,7 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +39,7 @@ type Service struct {
 	// Ownership is this instance's lock and epoch (fencing); lost, the instance starts nothing.
 	Ownership *recovery.Ownership
 	logger    *slog.Logger
+	tls       *tls.Config // the API's (COORDINATOR_TLS_*); nil: plain HTTP
 
 	// closeWait > 0: a shutdown abandoned requests at its bound (Serve); Close then waits at
 	// most this long, since those requests may still hold connections.
@@ -53,7 +55,12 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{Config: cfg, logger: logger, Metrics: metrics.New()}
+	// The API's certificate is read first: a bad one is refused before anything is touched.
+	serverTLS, err := cfg.ServerTLS(logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{Config: cfg, logger: logger, Metrics: metrics.New(), tls: serverTLS}
 	ok := false
 	defer func() {
 		if !ok {
@@ -244,8 +251,17 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	s.logger.Info("coordinator listening", "addr", ln.Addr().String(), "instance", s.Config.Instance)
+	scheme := "http"
+	if s.tls != nil {
+		// ServeTLS with the certificate of GetCertificate (reloaded as the files change), and
+		// HTTP/2 as Go's server offers it over TLS.
+		scheme = "https"
+		srv.TLSConfig = s.tls
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	s.logger.Info("coordinator listening", "addr", ln.Addr().String(), "scheme", scheme, "instance", s.Config.Instance)
 	select {
 	case err := <-errc:
 		stopLoop()

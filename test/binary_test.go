@@ -27,6 +27,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/devstack"
 )
 
 // builtBinary is the coordinator binary shared by the tests running at the same time. It is
@@ -405,14 +407,36 @@ func parseBanner(t *testing.T, out string) banner {
 }
 
 // TestBinaryDev runs `coordinator dev` with nothing configured, sends the request its banner
-// shows and checks that Ctrl-C leaves nothing behind. It needs no services (but the PostgreSQL
-// server binaries), so it never skips.
+// shows and checks that Ctrl-C leaves nothing behind. It needs no services, so it never skips:
+// once with the local PostgreSQL server binaries, once with none on the lookup path
+// (COORDINATOR_DEV_POSTGRES_PATH at an empty directory), where dev fetches a PostgreSQL build
+// (the first run on a machine downloads it; later runs take it from the cache).
 func TestBinaryDev(t *testing.T) {
 	t.Parallel()
+	cases := []struct {
+		name  string
+		env   []string
+		ready time.Duration // a first run downloads the build
+	}{
+		{name: "local PostgreSQL", ready: 90 * time.Second},
+		{name: "fetched PostgreSQL", env: []string{"COORDINATOR_DEV_POSTGRES_PATH=" + t.TempDir()}, ready: 10 * time.Minute},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testBinaryDev(t, tc.env, tc.ready)
+		})
+	}
+}
+
+func testBinaryDev(t *testing.T, env []string, ready time.Duration) {
 	coordinatorBinary(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := startCoordinator(t, coordinatorEnv(), "dev", "-listen", addr)
-	waitHealthy(t, p, "http://"+addr, 90*time.Second)
+	p := startCoordinator(t, coordinatorEnv(env...), "dev", "-listen", addr)
+	waitHealthy(t, p, "http://"+addr, ready)
+	if len(env) > 0 {
+		assert.Contains(t, p.stderr.String(), "postgresql-"+devstack.PostgresVersion+"-", "dev runs the fetched build")
+	}
 	// The banner is printed before the server answers, but it reaches our buffer through a
 	// pipe copy that may lag behind /healthz: wait for its last line.
 	deadline := time.Now().Add(10 * time.Second)

@@ -170,43 +170,70 @@ func TestAuthOffByDefault(t *testing.T) {
 	assert.Equal(t, 200, r.Status, "%s", r.Raw)
 }
 
+// TestListenBeyondLoopbackNeedsTokens: an address other machines reach needs tokens (or
+// COORDINATOR_ALLOW_INSECURE) and TLS (or COORDINATOR_ALLOW_PLAINTEXT); loopback needs neither.
 func TestListenBeyondLoopbackNeedsTokens(t *testing.T) {
 	t.Parallel()
 	toks, err := api.ParseTokens("ops:admin:" + newSecret("t"))
 	require.NoError(t, err)
+	const (
+		noAuth  = "no COORDINATOR_TOKENS"
+		noTLS   = "over plain HTTP"
+		badAddr = "want host:port"
+	)
 	cases := []struct {
-		listen   string
-		tokens   bool
-		insecure bool
-		refused  bool
+		listen    string
+		tokens    bool
+		insecure  bool
+		tls       bool
+		plaintext bool
+		refused   []string // what the refusal says; none: accepted
 	}{
-		{"127.0.0.1:8080", false, false, false},
-		{"localhost:8080", false, false, false},
-		{"[::1]:8080", false, false, false},
-		{"0.0.0.0:8080", false, false, true},
-		{":8080", false, false, true},
-		{"[::]:8080", false, false, true},
-		{"10.1.2.3:8080", false, false, true},
-		{"coordinator.example:8080", false, false, true},
-		{"0.0.0.0:8080", true, false, false},
-		{"0.0.0.0:8080", false, true, false},
-		{"8080", false, false, true}, // not host:port
+		{listen: "127.0.0.1:8080"},
+		{listen: "localhost:8080"},
+		{listen: "[::1]:8080"},
+		{listen: "0.0.0.0:8080", refused: []string{noAuth, noTLS}},
+		{listen: ":8080", refused: []string{noAuth, noTLS}},
+		{listen: "[::]:8080", refused: []string{noAuth, noTLS}},
+		{listen: "10.1.2.3:8080", refused: []string{noAuth, noTLS}},
+		{listen: "coordinator.example:8080", refused: []string{noAuth, noTLS}},
+		{listen: "0.0.0.0:8080", tokens: true, refused: []string{noTLS}},
+		{listen: "0.0.0.0:8080", insecure: true, refused: []string{noTLS}},
+		{listen: "0.0.0.0:8080", tls: true, refused: []string{noAuth}},
+		{listen: "0.0.0.0:8080", plaintext: true, refused: []string{noAuth}},
+		{listen: "0.0.0.0:8080", tokens: true, tls: true},
+		{listen: "0.0.0.0:8080", tokens: true, plaintext: true},
+		{listen: "0.0.0.0:8080", insecure: true, plaintext: true},
+		{listen: "8080", refused: []string{badAddr}}, // not host:port
 	}
 	for _, tc := range cases {
 		c := service.Defaults()
 		c.DatabaseURL = "postgres://localhost/app"
 		c.Listen = tc.listen
 		c.AllowInsecure = tc.insecure
+		c.AllowPlaintext = tc.plaintext
 		if tc.tokens {
 			c.Tokens = toks
 		}
+		if tc.tls {
+			c.APITLS = service.APITLS{CertFile: "server.pem", KeyFile: "server.key"}
+		}
 		err := c.Validate()
-		if !tc.refused {
+		if len(tc.refused) == 0 {
 			assert.NoError(t, err, "%+v", tc)
 			continue
 		}
 		require.Error(t, err, "%+v", tc)
 		assert.Contains(t, err.Error(), "COORDINATOR_LISTEN", "%+v", tc)
+		for _, want := range tc.refused {
+			assert.Contains(t, err.Error(), want, "%+v", tc)
+		}
+		if !slices.Contains(tc.refused, noTLS) {
+			assert.NotContains(t, err.Error(), noTLS, "%+v", tc)
+		}
+		if !slices.Contains(tc.refused, noAuth) {
+			assert.NotContains(t, err.Error(), noAuth, "%+v", tc)
+		}
 	}
 
 	// The binary refuses before it touches anything, and says how to fix it.
@@ -215,17 +242,26 @@ func TestListenBeyondLoopbackNeedsTokens(t *testing.T) {
 	listen := "COORDINATOR_LISTEN=0.0.0.0:" + fmt.Sprint(freePort(t))
 	code, _, stderr := runCoordinator(t, coordinatorEnv(unreachable, listen), "serve")
 	assert.Equal(t, 1, code, stderr)
-	for _, w := range []string{"COORDINATOR_LISTEN=0.0.0.0:", "COORDINATOR_TOKENS", "COORDINATOR_ALLOW_INSECURE=true", "other machines"} {
+	for _, w := range []string{"COORDINATOR_LISTEN=0.0.0.0:", "COORDINATOR_TOKENS", "COORDINATOR_ALLOW_INSECURE=true", "other machines",
+		"COORDINATOR_TLS_CERT_FILE", "COORDINATOR_ALLOW_PLAINTEXT=true"} {
 		assert.Contains(t, stderr, w)
 	}
 	assert.NotContains(t, stderr, "cannot reach PostgreSQL", "refused before connecting")
 
-	for _, allow := range []string{"COORDINATOR_ALLOW_INSECURE=true", "COORDINATOR_TOKENS=ops:admin:" + newSecret("t")} {
-		code, _, stderr = runCoordinator(t, coordinatorEnv(unreachable, listen, allow), "serve")
+	for _, allow := range [][]string{
+		{"COORDINATOR_ALLOW_INSECURE=true", "COORDINATOR_ALLOW_PLAINTEXT=true"},
+		{"COORDINATOR_TOKENS=ops:admin:" + newSecret("t"), "COORDINATOR_ALLOW_PLAINTEXT=true"},
+	} {
+		code, _, stderr = runCoordinator(t, coordinatorEnv(append([]string{unreachable, listen}, allow...)...), "serve")
 		assert.Equal(t, 1, code, stderr)
 		assert.Contains(t, stderr, "cannot reach PostgreSQL", "%s: past the listen check", allow)
 		assert.NotContains(t, stderr, "other machines", allow)
 	}
+	// Tokens alone are not enough: plain HTTP beyond loopback is refused on its own.
+	code, _, stderr = runCoordinator(t, coordinatorEnv(unreachable, listen, "COORDINATOR_TOKENS=ops:admin:"+newSecret("t")), "serve")
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, noTLS)
+	assert.NotContains(t, stderr, noAuth)
 }
 
 func TestStatementAndTopicAllowlists(t *testing.T) {

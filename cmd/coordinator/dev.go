@@ -28,6 +28,10 @@ const (
 // The settings dev replaces with its own stack.
 var devReplaced = []string{"DATABASE_URL", "COORDINATOR_DATABASES", "KAFKA_BROKERS"}
 
+// envDevPostgresPath, when set, is the only place dev looks for PostgreSQL server binaries
+// (a PATH-like list); without any there it fetches a build (devstack/fetch.go).
+const envDevPostgresPath = "COORDINATOR_DEV_POSTGRES_PATH"
+
 // devCommand runs the coordinator on a throwaway PostgreSQL (initdb in a temporary directory)
 // and an in-process Kafka, prints how to use it, and removes everything on SIGINT/SIGTERM.
 func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
@@ -37,6 +41,9 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if help {
 		fmt.Fprintln(stderr, "\nRuns the coordinator on a throwaway PostgreSQL and an in-process Kafka (topic \"orders\"),")
 		fmt.Fprintln(stderr, "both removed on exit. For development only: no durability, no authentication.")
+		fmt.Fprintln(stderr, "\nPostgreSQL comes from the local server binaries (pg_config or initdb on PATH,")
+		fmt.Fprintln(stderr, "/usr/lib/postgresql/*/bin; "+envDevPostgresPath+", a PATH-like list, replaces these places);")
+		fmt.Fprintln(stderr, "without any, a PostgreSQL "+devstack.PostgresVersion+" build is fetched from Maven Central once and cached.")
 		return exitOK
 	}
 	if err != nil {
@@ -60,7 +67,7 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err != nil {
 		return fail(stderr, err)
 	}
-	if err := dev(ctx, cfg, logger, stdout); err != nil {
+	if err := dev(ctx, cfg, getenv(envDevPostgresPath), logger, stdout); err != nil {
 		return fail(stderr, err)
 	}
 	logger.Info("dev: stopped")
@@ -69,7 +76,7 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 
 // dev starts the stack and the service, serves until ctx is done and tears everything down in
 // reverse order: HTTP server, service (its Kafka clients), Kafka, PostgreSQL (and its directory).
-func dev(ctx context.Context, cfg service.Config, logger *slog.Logger, stdout io.Writer) (err error) {
+func dev(ctx context.Context, cfg service.Config, pgPath string, logger *slog.Logger, stdout io.Writer) (err error) {
 	// Listen first: a port in use is reported before anything is started.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -84,7 +91,7 @@ func dev(ctx context.Context, cfg service.Config, logger *slog.Logger, stdout io
 	if err != nil {
 		return fmt.Errorf("dev: temporary directory: %w", err)
 	}
-	pg, err := devstack.StartPostgres(ctx, devstack.PostgresOptions{Dir: dir, Logger: logger})
+	pg, err := devstack.StartPostgres(ctx, devstack.PostgresOptions{Dir: dir, Logger: logger, Path: pgPath})
 	if err != nil {
 		_ = os.RemoveAll(dir) // StartPostgres removes it, unless it failed before using it
 		return startupError(ctx, fmt.Errorf("dev: %w", err))
@@ -115,7 +122,7 @@ func dev(ctx context.Context, cfg service.Config, logger *slog.Logger, stdout io
 	}
 	defer svc.Close()
 
-	printBanner(stdout, baseURL(ln.Addr()), pg.DSN(), kafka.Brokers(), dir)
+	printBanner(stdout, baseURL(ln.Addr(), cfg.APITLS.Enabled()), pg.DSN(), kafka.Brokers(), dir)
 
 	go func() {
 		<-ctx.Done()
@@ -138,15 +145,19 @@ func createDemoTable(ctx context.Context, dsn string) error {
 
 // baseURL is the URL a client on this machine uses for addr (an unspecified address such as
 // [::]:8080 is reached through the loopback address).
-func baseURL(addr net.Addr) string {
+func baseURL(addr net.Addr, https bool) string {
+	scheme := "http://"
+	if https {
+		scheme = "https://"
+	}
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
-		return "http://" + addr.String()
+		return scheme + addr.String()
 	}
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	return scheme + net.JoinHostPort(host, port)
 }
 
 func isLoopback(host string) bool {

@@ -7,11 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/kpgtx/coordinator/client"
 )
 
 // The admin client: `coordinator txn list|show|retry|abort|resolve` against the REST API.
@@ -19,6 +20,7 @@ import (
 const (
 	envServerURL     = "COORDINATOR_URL"
 	envToken         = "COORDINATOR_TOKEN"
+	envCAFile        = "COORDINATOR_CA_FILE"
 	defaultServerURL = "http://127.0.0.1:8080"
 )
 
@@ -29,8 +31,9 @@ const txnUsage = `Usage:
   coordinator txn abort ID [-reason TEXT]
   coordinator txn resolve ID -outcome committed|aborted -reason TEXT
 
-Every verb takes -server URL (env COORDINATOR_URL, default http://127.0.0.1:8080), -token
-TOKEN (env COORDINATOR_TOKEN, sent as "Authorization: Bearer TOKEN"), -timeout (default 1m)
+Every verb takes -server URL (env COORDINATOR_URL, default http://127.0.0.1:8080; https
+works), -token TOKEN (env COORDINATOR_TOKEN, sent as "Authorization: Bearer TOKEN"), -ca-file
+PEM (env COORDINATOR_CA_FILE: the CA of an https server's certificate), -timeout (default 1m)
 and -json (print the server's JSON instead of a table). Flags may come before or after ID.
 
   list     the in-doubt view by default: log rows not finished (or heuristic), prepared
@@ -45,10 +48,9 @@ Exit status: 0 done, 1 the server refused or failed (its message is printed) or 
 reached, 2 usage error.
 `
 
-// txnClient holds the common flags of the verbs.
+// txnClient holds the common flags of the verbs and the API client.
 type txnClient struct {
-	server  string
-	token   string
+	api     *client.Client
 	timeout time.Duration
 	json    bool
 	stdout  io.Writer
@@ -75,6 +77,7 @@ func txnCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	c := &txnClient{stdout: stdout}
 	server := fs.String("server", "", "coordinator API base URL (env "+envServerURL+", default "+defaultServerURL+")")
 	token := fs.String("token", "", "bearer token (env "+envToken+")")
+	caFile := fs.String("ca-file", "", "PEM CA bundle that signed an https server's certificate (env "+envCAFile+"; default: the system's roots)")
 	fs.DurationVar(&c.timeout, "timeout", time.Minute, "how long to wait for the server")
 	fs.BoolVar(&c.json, "json", false, "print the server's JSON")
 	var state, olderThan, after, reason, outcome string
@@ -124,33 +127,44 @@ func txnCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		id = pos[0]
 	}
 
-	c.server = firstNonEmpty(*server, getenv(envServerURL), defaultServerURL)
-	c.token = firstNonEmpty(*token, getenv(envToken))
-	if u, err := url.Parse(c.server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fail(stderr, usagef("-server %q: want a URL such as %s", c.server, defaultServerURL))
+	serverURL := firstNonEmpty(*server, getenv(envServerURL), defaultServerURL)
+	if u, err := url.Parse(serverURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fail(stderr, usagef("-server %q: want a URL such as %s", serverURL, defaultServerURL))
 	}
-	c.server = strings.TrimRight(c.server, "/")
+	opts := []client.Option{client.WithToken(firstNonEmpty(*token, getenv(envToken)))}
+	if ca := firstNonEmpty(*caFile, getenv(envCAFile)); ca != "" {
+		opts = append(opts, client.WithCAFile(ca))
+	}
+	api, err := client.New(serverURL, opts...)
+	if err != nil {
+		return fail(stderr, usagef("%v", err))
+	}
+	c.api = api
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
 
-	var err error
 	switch verb {
 	case "list":
 		if limit < 1 || limit > 1000 {
 			return fail(stderr, usagef("txn list: -limit must be from 1 to 1000"))
 		}
+		var age time.Duration
 		if olderThan != "" {
-			if d, derr := time.ParseDuration(olderThan); derr != nil || d < 0 {
+			d, derr := time.ParseDuration(olderThan)
+			if derr != nil || d < 0 {
 				return fail(stderr, usagef("txn list: -older-than %q: want a duration such as 30s, 5m or 1h", olderThan))
 			}
+			age = d
 		}
-		err = c.list(ctx, state, olderThan, limit, after)
+		err = c.list(ctx, state, age, limit, after)
 	case "show":
-		err = c.action(ctx, http.MethodGet, id, "", nil)
+		err = c.action(ctx, verb, id, c.api.Get)
 	case "retry", "abort":
-		var body any
-		if reason != "" {
-			body = map[string]string{"reason": reason}
+		run := func(ctx context.Context, id string) (*client.Transaction, error) { return c.api.Retry(ctx, id, reason) }
+		if verb == "abort" {
+			run = func(ctx context.Context, id string) (*client.Transaction, error) { return c.api.Abort(ctx, id, reason) }
 		}
-		err = c.action(ctx, http.MethodPost, id, verb, body)
+		err = c.action(ctx, verb, id, run)
 	case "resolve":
 		if outcome != "committed" && outcome != "aborted" {
 			return fail(stderr, usagef("txn resolve: -outcome must be committed or aborted"))
@@ -158,7 +172,9 @@ func txnCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		if strings.TrimSpace(reason) == "" {
 			return fail(stderr, usagef("txn resolve: -reason is required: say why this outcome is right"))
 		}
-		err = c.action(ctx, http.MethodPost, id, verb, map[string]string{"outcome": outcome, "reason": reason})
+		err = c.action(ctx, verb, id, func(ctx context.Context, id string) (*client.Transaction, error) {
+			return c.api.Resolve(ctx, id, client.State(outcome), reason)
+		})
 	}
 	if err != nil {
 		return fail(stderr, err)
@@ -175,96 +191,16 @@ func firstNonEmpty(vs ...string) string {
 	return ""
 }
 
-// apiError is a non-2xx answer: the server's error message.
-type apiError struct {
-	status  int
-	class   string
-	field   string
-	message string
-}
-
-func (e *apiError) Error() string {
-	msg := e.message
-	if e.field != "" {
-		msg = e.field + ": " + msg
-	}
-	if e.class != "" {
-		return fmt.Sprintf("%d %s: %s", e.status, e.class, msg)
-	}
-	return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), msg)
-}
-
-// call sends one request and returns the raw JSON of a 2xx answer.
-func (c *txnClient) call(ctx context.Context, method, path string, body any) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.server+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach the coordinator at %s: %w", c.server, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
-	}
-	if resp.StatusCode/100 == 2 {
-		return raw, nil
-	}
-	e := &apiError{status: resp.StatusCode}
-	var eb struct {
-		Error json.RawMessage `json:"error"`
-	}
-	var detail struct {
-		Class, Field, Message string
-	}
-	if json.Unmarshal(raw, &eb) == nil && json.Unmarshal(eb.Error, &detail) == nil && detail.Message != "" {
-		e.class, e.field, e.message = detail.Class, detail.Field, detail.Message
-	} else {
-		e.message = strings.TrimSpace(string(raw))
-		if e.message == "" {
-			e.message = "(no body)"
-		}
-	}
-	return nil, e
-}
-
 // action runs show (GET) or an admin verb (POST) and prints the transaction.
-func (c *txnClient) action(ctx context.Context, method, id, verb string, body any) error {
-	path := "/v1/transactions/" + url.PathEscape(id)
-	if verb != "" {
-		path += "/" + verb
-	}
-	raw, err := c.call(ctx, method, path, body)
+func (c *txnClient) action(ctx context.Context, verb, id string, run func(context.Context, string) (*client.Transaction, error)) error {
+	t, err := run(ctx, id)
 	if err != nil {
 		return err
 	}
 	if c.json {
-		return c.printJSON(raw)
+		return c.printJSON(t.Raw)
 	}
-	var t txnView
-	if err := json.Unmarshal(raw, &t); err != nil {
-		return fmt.Errorf("unexpected answer: %w", err)
-	}
-	c.printTransaction(t, verb)
+	c.printTransaction(*t, verb)
 	return nil
 }
 
@@ -279,71 +215,7 @@ func (c *txnClient) printJSON(raw []byte) error {
 	return err
 }
 
-// The parts of the API's JSON the tables print.
-type txnView struct {
-	ID       string `json:"id"`
-	GID      string `json:"gid"`
-	Instance string `json:"instance"`
-	State    string `json:"state"`
-	Kafka    *struct {
-		TransactionalID string `json:"transactional_id"`
-		ProducerID      int64  `json:"producer_id"`
-		ProducerEpoch   int16  `json:"producer_epoch"`
-		Records         []struct {
-			Topic     string `json:"topic"`
-			Partition int32  `json:"partition"`
-			Offset    int64  `json:"offset"`
-		} `json:"records"`
-	} `json:"kafka"`
-	SQLGIDs []struct {
-		Database string `json:"database"`
-		GID      string `json:"gid"`
-	} `json:"sql_gids"`
-	Error *struct {
-		Participant string `json:"participant"`
-		Class       string `json:"class"`
-		Message     string `json:"message"`
-		SQLState    string `json:"sqlstate"`
-	} `json:"error"`
-	CreatedAt  time.Time  `json:"created_at"`
-	UpdatedAt  time.Time  `json:"updated_at"`
-	PreparedAt *time.Time `json:"prepared_at"`
-	FinishedAt *time.Time `json:"finished_at"`
-	Events     []struct {
-		State     string          `json:"state"`
-		Detail    json.RawMessage `json:"detail"`
-		CreatedAt time.Time       `json:"created_at"`
-	} `json:"events"`
-}
-
-type inDoubtView struct {
-	ID         string   `json:"id"`
-	GID        string   `json:"gid"`
-	State      string   `json:"state"`
-	Issue      string   `json:"issue"`
-	Sources    []string `json:"sources"`
-	Instance   string   `json:"instance"`
-	AgeSeconds float64  `json:"age_seconds"`
-	Actions    []string `json:"actions"`
-	Hint       string   `json:"hint"`
-	Log        *struct {
-		Attempts  int    `json:"attempts"`
-		LastError string `json:"last_error"`
-	} `json:"log"`
-	Postgres []struct {
-		Database string `json:"database"`
-		GID      string `json:"gid"`
-	} `json:"postgres"`
-	Kafka *struct {
-		TransactionalID string `json:"transactional_id"`
-		ProducerID      int64  `json:"producer_id"`
-		ProducerEpoch   int16  `json:"producer_epoch"`
-		State           string `json:"state"`
-		Quarantined     bool   `json:"quarantined"`
-	} `json:"kafka"`
-}
-
-func (c *txnClient) printTransaction(t txnView, verb string) {
+func (c *txnClient) printTransaction(t client.Transaction, verb string) {
 	w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	row := func(k, v string) {
 		if v != "" {
@@ -351,7 +223,7 @@ func (c *txnClient) printTransaction(t txnView, verb string) {
 		}
 	}
 	row("id", t.ID)
-	row("state", t.State)
+	row("state", string(t.State))
 	row("gid", t.GID)
 	row("instance", t.Instance)
 	row("created", t.CreatedAt.Format(time.RFC3339Nano))
@@ -426,19 +298,23 @@ func eventDetail(raw json.RawMessage) string {
 	return string(raw)
 }
 
-func (c *txnClient) list(ctx context.Context, state, olderThan string, limit int, after string) error {
-	q := url.Values{}
-	if state != "" {
-		q.Set("state", state)
+func (c *txnClient) list(ctx context.Context, state string, olderThan time.Duration, limit int, after string) error {
+	opts := client.ListOptions{State: client.State(state), Limit: limit, After: after, OlderThan: olderThan}
+	var inDoubt *client.InDoubtPage
+	var page *client.Page
+	var err error
+	var raw []byte
+	if state == string(client.InDoubt) {
+		inDoubt, err = c.api.ListInDoubt(ctx, opts)
+		if inDoubt != nil {
+			raw = inDoubt.Raw
+		}
+	} else {
+		page, err = c.api.List(ctx, opts)
+		if page != nil {
+			raw = page.Raw
+		}
 	}
-	if olderThan != "" {
-		q.Set("older_than", olderThan)
-	}
-	q.Set("limit", fmt.Sprint(limit))
-	if after != "" {
-		q.Set("after", after)
-	}
-	raw, err := c.call(ctx, http.MethodGet, "/v1/transactions?"+q.Encode(), nil)
 	if err != nil {
 		return err
 	}
@@ -449,36 +325,21 @@ func (c *txnClient) list(ctx context.Context, state, olderThan string, limit int
 	var next string
 	var warnings []string
 	var n int
-	if state == "in-doubt" {
-		var page struct {
-			Transactions []inDoubtView `json:"transactions"`
-			Next         string        `json:"next"`
-			Warnings     []string      `json:"warnings"`
-		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return fmt.Errorf("unexpected answer: %w", err)
-		}
-		next, warnings, n = page.Next, page.Warnings, len(page.Transactions)
+	if inDoubt != nil {
+		next, warnings, n = inDoubt.Next, inDoubt.Warnings, len(inDoubt.Entries)
 		if n > 0 {
 			fmt.Fprintln(w, "ID\tSTATE\tISSUE\tSOURCES\tAGE\tINSTANCE\tACTIONS\tEVIDENCE")
 		}
-		for _, e := range page.Transactions {
+		for _, e := range inDoubt.Entries {
 			id := e.ID
 			if id == "" && e.Kafka != nil {
 				id = "-"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, dash(e.State), e.Issue,
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, dash(string(e.State)), e.Issue,
 				strings.Join(e.Sources, ","), age(e.AgeSeconds), dash(e.Instance),
 				dash(strings.Join(e.Actions, ",")), evidence(e))
 		}
 	} else {
-		var page struct {
-			Transactions []txnView `json:"transactions"`
-			Next         string    `json:"next"`
-		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return fmt.Errorf("unexpected answer: %w", err)
-		}
 		next, n = page.Next, len(page.Transactions)
 		if n > 0 {
 			fmt.Fprintln(w, "ID\tSTATE\tUPDATED\tINSTANCE\tKAFKA\tERROR")
@@ -510,7 +371,7 @@ func (c *txnClient) list(ctx context.Context, state, olderThan string, limit int
 }
 
 // evidence summarises where an in-doubt entry was found.
-func evidence(e inDoubtView) string {
+func evidence(e client.InDoubtEntry) string {
 	var parts []string
 	for _, p := range e.Postgres {
 		parts = append(parts, "pg "+p.Database+" "+p.GID)

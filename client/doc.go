@@ -1,0 +1,35 @@
+// Package client is a Go client of the coordinator's REST API (api/openapi.yaml): submit an
+// atomic SQL + Kafka write, learn its outcome, list and operate on transactions.
+//
+// Its types mirror the API's schemas field for field; a test checks them, and that every
+// operation of the spec has a method, against api/openapi.yaml.
+//
+// # Submitting
+//
+// [Client.Submit] sends a [TransactionRequest] with an idempotency id (generated when the
+// request has none). The server runs an id once, so the client may send the same request
+// again wherever that is safe and useful: after 429 (nothing was run), 503 (a dependency was
+// down and nothing was left prepared) and failed connections, after the server's Retry-After
+// and at most [WithRetries] times. When the outcome is not known within the request's time
+// budget (202), Submit polls the transaction until it is committed or aborted, or ctx ends.
+//
+// # Errors
+//
+// Every answer other than a success is an [*Error] carrying the status, the error's class,
+// the field at fault, the participant and SQLSTATE, and the transaction when the answer has
+// one. errors.Is tells the cases apart: [ErrAborted] (409, both sides rolled back),
+// [ErrInDoubt] (202, the outcome is not known yet), [ErrInvalid] (400: nothing was run, fix
+// the request), [ErrConflict] (422: the id was used with another body), [ErrNotAllowed],
+// [ErrNotFound], [ErrUnavailable], [ErrOverloaded], [ErrUnauthorized], [ErrForbidden].
+//
+// # Operating
+//
+// [Client.ListInDoubt] (and [Client.AllInDoubt], an iterator over every page) is the
+// in-doubt view; [Client.List] and [Client.All] list the log by state; [Client.Retry],
+// [Client.Abort], [Client.Resolve] and [Client.RunRecovery] are the operator actions.
+//
+// # Connections
+//
+// [WithToken] sends a bearer token; [WithCAFile] or [WithTLSConfig] set up https with a CA of
+// your own (or mutual TLS); [WithHTTPClient] brings an http.Client of your own.
+package client
