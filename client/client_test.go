@@ -208,9 +208,24 @@ func TestRetryAfter(t *testing.T) {
 	c := newClient(t, url, WithBackoff(time.Millisecond, time.Minute))
 	_, err := c.Submit(context.Background(), order)
 	require.NoError(t, err)
-	got := s.requests()
-	require.Len(t, got, 2)
-	assert.GreaterOrEqual(t, got[1].at.Sub(got[0].at), time.Second, "sent again only after Retry-After")
+	require.Len(t, s.requests(), 2, "sent again after the 503")
+}
+
+// TestBackoffHonoursRetryAfter: the wait before sending again is the server's Retry-After
+// (bounded by the largest backoff), otherwise an exponential backoff with jitter.
+func TestBackoffHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	c := &Client{minBackoff: 10 * time.Millisecond, maxBackoff: 5 * time.Second}
+	assert.Equal(t, time.Second, c.backoff(1, time.Second), "Retry-After: 1")
+	assert.Equal(t, 5*time.Second, c.backoff(1, time.Hour), "bounded by the largest backoff")
+	for attempt := 1; attempt <= 12; attempt++ {
+		d := c.backoff(attempt, 0)
+		full := min(10*time.Millisecond<<(attempt-1), 5*time.Second)
+		assert.GreaterOrEqual(t, d, full/2, "attempt %d", attempt)
+		assert.LessOrEqual(t, d, full, "attempt %d", attempt)
+	}
+	assert.Equal(t, 3*time.Second, retryAfter("3"))
+	assert.Zero(t, retryAfter("soon"))
 }
 
 // TestContext: a context that ends stops the retries and the polling.

@@ -50,6 +50,7 @@ var operations = map[string][]string{
 	"abortTransaction":   {"Abort"},
 	"resolveTransaction": {"Resolve"},
 	"runRecovery":        {"RunRecovery"},
+	"getStatus":          {"Status"},
 	"getOpenAPI":         {"OpenAPI"},
 	"healthz":            {"Health"},
 	"readyz":             {"Ready"},
@@ -243,7 +244,7 @@ func TestSpecEnums(t *testing.T) {
 	for _, s := range asList(at(t, spec, "components", "schemas", "State")["enum"]) {
 		states = append(states, s.(string))
 	}
-	ours := []State{StateActive, StatePrepared, StateCommitting, StateCommitted, StateAborted, StateHeuristic, StateHeuristicMixed}
+	ours := []State{StateActive, StateAborting, StatePrepared, StateCommitting, StateCommitted, StateAborted, StateHeuristic, StateHeuristicMixed}
 	got := make([]string, len(ours))
 	for i, s := range ours {
 		got[i] = string(s)

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -101,6 +102,40 @@ func (c *Client) Abort(ctx context.Context, id, reason string) (*Transaction, er
 // transaction (operation resolveTransaction); the reason is required.
 func (c *Client) Resolve(ctx context.Context, id string, outcome State, reason string) (*Transaction, error) {
 	return c.transactionCall(ctx, http.MethodPost, id, "resolve", ResolveRequest{Outcome: outcome, Reason: reason})
+}
+
+// Status is the coordinator's summary (operation getStatus): instances and their leases,
+// recovery passes, pools and the in-doubt count; Raw keeps the whole answer.
+type Status struct {
+	Instance  string    `json:"instance"`
+	Now       time.Time `json:"now"`
+	Instances []struct {
+		ID                  string  `json:"id"`
+		Self                bool    `json:"self"`
+		HeartbeatAgeSeconds float64 `json:"heartbeat_age_seconds"`
+		Expired             bool    `json:"expired"`
+	} `json:"instances"`
+	InDoubt struct {
+		Count            int            `json:"count"`
+		ByIssue          map[string]int `json:"by_issue"`
+		OldestAgeSeconds float64        `json:"oldest_age_seconds"`
+	} `json:"in_doubt"`
+	Warnings []string        `json:"warnings,omitempty"`
+	Raw      json.RawMessage `json:"-"`
+}
+
+// Status reads the coordinator's summary (operation getStatus; the read role).
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	a, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/status"})
+	if err != nil {
+		return nil, err
+	}
+	var s Status
+	if err := decode(a, &s); err != nil {
+		return nil, err
+	}
+	s.Raw = a.body
+	return &s, nil
 }
 
 // RunRecovery runs one recovery pass now (operation runRecovery).

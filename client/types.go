@@ -14,6 +14,7 @@ type State string
 // The states of a transaction.
 const (
 	StateActive         State = "active"
+	StateAborting       State = "aborting"
 	StatePrepared       State = "prepared"
 	StateCommitting     State = "committing"
 	StateCommitted      State = "committed"
@@ -66,9 +67,15 @@ func Ptr[T any](v T) *T { return &v }
 // Transaction is a transaction as the log holds it (schemas Transaction and
 // TransactionWithEvents: Events is filled by Get and the operator actions).
 type Transaction struct {
-	ID         string        `json:"id"`
-	GID        string        `json:"gid"`
-	Instance   string        `json:"instance,omitempty"`
+	ID       string `json:"id"`
+	GID      string `json:"gid"`
+	Instance string `json:"instance,omitempty"`
+	// Owner is the instance allowed to write the row now, OwnerEpoch the epoch of its lock
+	// when it took the row (the fencing token).
+	Owner      string `json:"owner,omitempty"`
+	OwnerEpoch int64  `json:"owner_epoch,omitempty"`
+	// OnePhase: one database and no Kafka; the database's COMMIT is the decision.
+	OnePhase   bool          `json:"one_phase,omitempty"`
 	State      State         `json:"state"`
 	Kafka      *KafkaState   `json:"kafka,omitempty"`
 	SQL        []SQLResult   `json:"sql,omitempty"`
