@@ -129,6 +129,14 @@ func (s *Server) adminAct(w http.ResponseWriter, r *http.Request, action string,
 		return err
 	}
 	before := t.State
+	// Audit that cannot be skipped: the request is recorded, with who and why, before anything
+	// is touched; if it cannot be recorded nothing happens. The outcome is recorded after it
+	// (and a state change an operator caused names the operator in the row itself, written in
+	// the same statement as the change).
+	requested := txlog.AdminAction{Action: action, By: who(r), Reason: req.Reason, Result: "requested", Previous: before}
+	if err := s.log.AdminEvent(r.Context(), t.GID, requested); err != nil {
+		return fmt.Errorf("%w: the %s request could not be recorded, so nothing was done: %w", coord.ErrUnavailable, action, err)
+	}
 	t, err = act(r.Context(), t.GID, req.Reason)
 	return s.finishAdmin(w, r, txlog.AdminAction{Action: action, Reason: req.Reason, Previous: before}, t, err)
 }

@@ -142,6 +142,20 @@ func lastAdminEvent(t *testing.T, r response) map[string]any {
 	return nil
 }
 
+// requestedEvent is the last "requested" record of an action: written before the action ran.
+func requestedEvent(t *testing.T, r response, action string) map[string]any {
+	t.Helper()
+	events, _ := r.get("events").([]any)
+	for i := len(events) - 1; i >= 0; i-- {
+		d, _ := events[i].(map[string]any)["detail"].(map[string]any)
+		if d["action"] == action && d["result"] == "requested" {
+			return d
+		}
+	}
+	require.FailNow(t, "no requested event", "%s: %s", action, r.Raw)
+	return nil
+}
+
 // TestAdminInDoubt builds every kind of in-doubt entry with real crashes and stray
 // participants, checks that one view shows them all with their evidence, then resolves them
 // with the admin actions: abort where it is safe, refused where Kafka decides, retry, and an
@@ -348,6 +362,11 @@ func TestAdminInDoubt(t *testing.T) {
 			}
 			if a.recorded == "refused" {
 				assert.Contains(t, fmt.Sprint(ev["error"]), a.message)
+			}
+			if action != "resolve" {
+				// The request was recorded before anything was touched.
+				req := requestedEvent(t, g, action)
+				assert.Equal(t, "anonymous", req["by"])
 			}
 		})
 	}
