@@ -16,6 +16,7 @@ package test
 import (
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
@@ -209,4 +210,56 @@ func portOf(t testing.TB, hostPort string) int {
 	n, err := strconv.Atoi(port)
 	require.NoError(t, err)
 	return n
+}
+
+// TestNetFaultAnswerLost loses, deterministically, the participant database's answers to a
+// request's last round trip (one phase: the pipelined BEGIN ... COMMIT; two phases: ... PREPARE
+// TRANSACTION): while the server sleeps in a statement of that round trip, every answer from it
+// starts being dropped; the server then runs the rest (COMMIT or PREPARE), the budget is spent,
+// and the connections are closed. The request's answers, a same-id retry, GET and the databases
+// must then agree, with nothing left prepared once recovery has run.
+func TestNetFaultAnswerLost(t *testing.T) {
+	if useKfake() {
+		t.Skip("the faults are on PostgreSQL's side; this test runs once, in the real-Kafka pass of scripts/test.sh")
+	}
+	t.Parallel()
+	for _, tc := range []struct {
+		kind netKind
+		bug  string
+	}{
+		{kind: netKind{name: "one-phase", dbs: []string{"other"}, pause: true}, bug: onePhaseLostCommitBug},
+		{kind: netKind{name: "two-databases", dbs: []string{"default", "other"}, pause: true}},
+		{kind: netKind{name: "with-kafka", dbs: []string{"other"}, records: 1, pause: true}},
+	} {
+		t.Run(tc.kind.name, func(t *testing.T) {
+			if tc.bug != "" {
+				t.Skip(tc.bug)
+			}
+			t.Parallel()
+			e := newStore(t, envOpts{secondDB: true})
+			e.createNetTables(t)
+			partp := newNetProxy(t, "participant", dsnHostPort(t, needEnv(t, "DATABASE_URL_2")))
+			e.cfg.Databases["other"] = proxiedDSN(t, e.cfg.Databases["other"], partp)
+			n := e.startNode(t, "a", "COORDINATOR_DEFAULT_TIMEOUT="+netBudget.String())
+			l := &faultLoad{e: e, n: n, kinds: map[string]netKind{"warm": tc.kind, "lost": tc.kind}, ans: map[string][]int{}}
+			client := &http.Client{Timeout: time.Minute}
+			send := func(id string) int {
+				start := time.Now()
+				st := postStatus(client, n.base, e.netBody(id, tc.kind))
+				l.record(netSend{id: id, status: st, start: start, end: time.Now()})
+				return st
+			}
+			require.Equal(t, http.StatusOK, send("warm"), "a request commits before the fault")
+
+			done := make(chan int, 1)
+			go func() { done <- send("lost") }()
+			time.Sleep(400 * time.Millisecond) // the batch is on the server, in pg_sleep
+			answersLost := partp.toxic("timeout", "downstream", 1, `{"timeout":0}`)
+			time.Sleep(netBudget + time.Second)
+			partp.remove(answersLost) // closes every connection that lost answers
+			st := <-done
+			t.Logf("the request whose last answers were lost was answered %d; a retry with the same id: %d", st, send("lost"))
+			require.Equal(t, 2, l.verify(t).txns)
+		})
+	}
 }

@@ -26,6 +26,7 @@ type netKind struct {
 	dbs     []string // databases the request writes one row to ("default", "other")
 	records int      // records keyed by the request id, over partitions 0, 1, 2, ...
 	fails   bool     // a statement fails after the writes: the request must abort
+	pause   bool     // the writes on "other" are followed by a second of pg_sleep
 }
 
 // needs reports whether a request of this kind cannot commit without the proxy's service.
@@ -63,6 +64,9 @@ func (e *env) netBody(id string, k netKind) string {
 	var stmts, recs []string
 	for _, db := range k.dbs {
 		stmts = append(stmts, fmt.Sprintf(`{"database":%q,"statement":"INSERT INTO nf_rows (id, db) VALUES ($1, $2)","args":[%q,%q]}`, db, id, db))
+	}
+	if k.pause {
+		stmts = append(stmts, `{"database":"other","statement":"SELECT pg_sleep(1)"}`)
 	}
 	if k.fails {
 		stmts = append(stmts, fmt.Sprintf(`{"database":%q,"statement":"SELECT 1/0"}`, k.dbs[len(k.dbs)-1]))
