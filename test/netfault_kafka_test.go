@@ -138,8 +138,12 @@ func testNetFaultKafka(t *testing.T, b *proxiedBroker, class string) {
 
 	l := startFaultLoad(e, n, kafkaNetKinds)
 	time.Sleep(1500 * time.Millisecond)
-	// Every connection to Kafka goes through the proxy: none to either listener of the broker.
-	requireRoutedThrough(t, n.p.cmd.Process.Pid, []*netProxy{np}, []int{b.port, portOf(t, b.direct[0])})
+	// Every connection to Kafka goes through the proxy, none to either listener of the broker
+	// (checked again after the faults).
+	routed := func() {
+		requireRoutedThrough(t, n.p.cmd.Process.Pid, []*netProxy{np}, []int{b.port, portOf(t, b.direct[0])})
+	}
+	routed()
 
 	scope := []*netProxy{np}
 	switch class {
@@ -155,6 +159,7 @@ func testNetFaultKafka(t *testing.T, b *proxiedBroker, class string) {
 	}
 	healed := time.Now()
 	l.finish(t, healed, 5)
+	routed()
 	faults := l.report(t)
 	l.checkPartitionsHeld(t)
 	tally := l.verify(t)

@@ -86,9 +86,12 @@ func testNetFaultPostgres(t *testing.T, class string) {
 
 	l := startFaultLoad(e, n, pgNetKinds)
 	time.Sleep(1500 * time.Millisecond)
-	// Every connection to PostgreSQL goes through a proxy.
-	requireRoutedThrough(t, n.p.cmd.Process.Pid, []*netProxy{logp, partp},
-		[]int{portOf(t, dsnHostPort(t, needEnv(t, "DATABASE_URL"))), portOf(t, dsnHostPort(t, needEnv(t, "DATABASE_URL_2")))})
+	// Every connection to PostgreSQL goes through a proxy (checked again after the faults).
+	routed := func() {
+		requireRoutedThrough(t, n.p.cmd.Process.Pid, []*netProxy{logp, partp},
+			[]int{portOf(t, dsnHostPort(t, needEnv(t, "DATABASE_URL"))), portOf(t, dsnHostPort(t, needEnv(t, "DATABASE_URL_2")))})
+	}
+	routed()
 
 	scopes := [][]*netProxy{{logp}, {partp}, {logp, partp}}
 	for _, scope := range scopes {
@@ -107,6 +110,7 @@ func testNetFaultPostgres(t *testing.T, class string) {
 	}
 	healed := time.Now()
 	l.finish(t, healed, 5)
+	routed()
 	faults := l.report(t)
 	l.checkPartitionsHeld(t)
 	tally := l.verify(t)
