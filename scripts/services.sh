@@ -27,6 +27,11 @@
 #   KAFKA_VERSION          Kafka version            (4.4.0, falls back to 4.1.1)
 #   KAFKA_CACHE            jar cache of one version ($HOME/.cache/kpgtx/kafka-<ver>)
 #   KAFKA_HEAP             broker heap              (1g)
+#   KAFKA_ADVERTISED       host:port the broker tells clients for KAFKA_PORT's listener
+#                          (127.0.0.1:$KAFKA_PORT); the network-fault tests put a TCP proxy there
+#   KAFKA_INTERNAL_PORT    with KAFKA_ADVERTISED: a second listener, advertised as itself, for
+#                          the broker's own traffic (markers), the readiness probe and the tests'
+#                          checks, so that only the coordinator's traffic crosses the proxy
 #   SERVICES_TIMEOUT       seconds to wait for readiness (120)
 #   CLUSTER_DIR            the cluster's data and logs ($SERVICES_DIR/cluster)
 #   CLUSTER_PORTS          its three client ports      (29092,29093,29094)
@@ -43,6 +48,8 @@ PG_PORT=${PG_PORT:-55432}
 KAFKA_PORT=${KAFKA_PORT:-19092}
 KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-19093}
 KAFKA_HEAP=${KAFKA_HEAP:-1g}
+KAFKA_ADVERTISED=${KAFKA_ADVERTISED:-127.0.0.1:$KAFKA_PORT}
+KAFKA_INTERNAL_PORT=${KAFKA_INTERNAL_PORT:-}
 SERVICES_TIMEOUT=${SERVICES_TIMEOUT:-120}
 PG_DATABASES=(coordinator coordinator2)
 # First the requested/default version, then the fallback.
@@ -327,6 +334,30 @@ kafka_tool() {
     -cp "$KAFKA_LIBS/*" "$cls" "$@"
 }
 
+# The client listeners: KAFKA_PORT advertised as KAFKA_ADVERTISED and, when KAFKA_INTERNAL_PORT is
+# set, the broker's own listener (inter-broker traffic, i.e. the transaction markers it writes to
+# itself, and the readiness probe).
+kafka_listeners() {
+  if [[ -n "$KAFKA_INTERNAL_PORT" ]]; then
+    cat <<EOF
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,INTERNAL://127.0.0.1:$KAFKA_INTERNAL_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$KAFKA_ADVERTISED,INTERNAL://127.0.0.1:$KAFKA_INTERNAL_PORT
+inter.broker.listener.name=INTERNAL
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT
+EOF
+  else
+    cat <<EOF
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$KAFKA_ADVERTISED
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+EOF
+  fi
+}
+
+# The address the readiness probe bootstraps from: the internal listener when there is one.
+kafka_probe_bootstrap() { echo "127.0.0.1:${KAFKA_INTERNAL_PORT:-$KAFKA_PORT}"; }
+
 kafka_write_config() {
   mkdir -p "$KAFKA_DIR" "$KAFKA_DATA"
   cat >"$KAFKA_PROPS" <<EOF
@@ -335,10 +366,7 @@ process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:$KAFKA_CONTROLLER_PORT
 controller.listener.names=CONTROLLER
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+$(kafka_listeners)
 log.dirs=$KAFKA_DATA
 
 num.partitions=1
@@ -432,7 +460,8 @@ kafka_fail() {
 # create __transaction_state and __consumer_offsets, so the first test does
 # not pay for (or time out on) their creation.
 kafka_wait_ready() {
-  local deadline=$((SECONDS + SERVICES_TIMEOUT)) pid bs="127.0.0.1:$KAFKA_PORT"
+  local deadline=$((SECONDS + SERVICES_TIMEOUT)) pid bs
+  bs=$(kafka_probe_bootstrap)
   until kafka_port_open; do
     pid=$(kafka_pid) || kafka_fail "Kafka exited during startup"
     ((SECONDS < deadline)) || kafka_fail "Kafka port $KAFKA_PORT did not open in ${SERVICES_TIMEOUT}s"
@@ -456,7 +485,8 @@ kafka_wait_ready() {
 }
 
 kafka_probe() {
-  local bs="127.0.0.1:$KAFKA_PORT"
+  local bs
+  bs=$(kafka_probe_bootstrap)
   kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" --create --if-not-exists \
     --topic "$KAFKA_PROBE_TOPIC" --partitions 1 --replication-factor 1 || return 1
   kafka_tool org.apache.kafka.tools.ProducerPerformance --topic "$KAFKA_PROBE_TOPIC" \
