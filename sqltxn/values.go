@@ -16,7 +16,7 @@ const maxExactInt = 1 << 53
 
 // jsonValue makes a column value of a RETURNING row safe to store in the log and to answer as
 // JSON, without losing anything: a number whose value survives a float64 round trip stays a
-// number; any other number (numeric beyond float64's range or precision, NaN, ±Infinity, a
+// number, written as PostgreSQL wrote it; any other number (numeric beyond float64's range or precision, NaN, ±Infinity, a
 // bigint beyond 2^53) becomes its PostgreSQL text form as a string.
 func jsonValue(v any) any {
 	switch x := v.(type) {
@@ -83,5 +83,5 @@ func numericValue(n pgtype.Numeric) any {
 	if back == nil || back.Cmp(exact) != 0 {
 		return text
 	}
-	return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
+	return json.Number(text) // as PostgreSQL wrote it (12.50 stays 12.50)
 }
