@@ -16,8 +16,8 @@ const maxExactInt = 1 << 53
 
 // jsonValue makes a column value of a RETURNING row safe to store in the log and to answer as
 // JSON, without losing anything: a number whose value survives a float64 round trip stays a
-// number, written as PostgreSQL wrote it; any other number (numeric beyond float64's range or precision, NaN, ±Infinity, a
-// bigint beyond 2^53) becomes its PostgreSQL text form as a string.
+// number, written as PostgreSQL wrote it; any other number (numeric beyond float64's range or
+// precision, NaN, ±Infinity, a bigint beyond 2^53) becomes its PostgreSQL text as a string.
 func jsonValue(v any) any {
 	switch x := v.(type) {
 	case nil, string, bool, int16, int32, []byte:
