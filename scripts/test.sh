@@ -3,11 +3,12 @@
 #
 #   1. scripts/services.sh start   real PostgreSQL + real Kafka 4.x
 #   2. go vet ./...
-#   3. go test ./...               against the real broker and database
-#   4. go test ./test/...          again, against the in-process kfake
+#   3. bash model/check.sh         the protocol model, checked with SPIN (installs spin)
+#   4. go test ./...               against the real broker and database
+#   5. go test ./test/...          again, against the in-process kfake
 #                                  (KAFKA_BROKERS empty, TEST_KAFKA=kfake)
 #
-# Every step runs even when an earlier go step failed; the exit status is
+# Every step runs even when an earlier step failed; the exit status is
 # non-zero when any step failed. go output is passed through unchanged.
 # Services stay up afterwards unless STOP_SERVICES=1 or CI=true.
 set -euo pipefail
@@ -27,6 +28,9 @@ failed=()
 
 echo "== go vet ./..." >&2
 go vet ./... || failed+=("go vet")
+
+echo "== bash model/check.sh (SPIN model of the commit protocol)" >&2
+bash model/check.sh || failed+=("model/check.sh")
 
 echo "== go test ./... (real Kafka at $KAFKA_BROKERS, PostgreSQL)" >&2
 env -u TEST_KAFKA go test -count=1 -timeout 30m ./... || failed+=("go test ./... (real Kafka)")
