@@ -89,7 +89,7 @@ run() {
 
 echo "== model: SPIN $(spin -V | sed -n 's/Spin Version \([0-9.]*\).*/\1/p'); exhaustive search, partial-order reduction, COLLAPSE compression, no bitstate" >&2
 
-# The protocol as fixed (issue 8 rules, plus the tombstone marker of finding F1): no violation.
+# The protocol as fixed (issue 8: claim before act, fencing, one-phase evidence): no violation.
 #   two-phase requests racing each other and recovery on one id (reuse), three faults
 run requests-recovery safety pass -DN2PC=2 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=3
 #   two ids: two transactions at once
@@ -111,7 +111,7 @@ run M_NO_FENCE bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=1 -DNK=1 -DMAXF=1 -DM_NO
 run M_1PC_LOST_ABORTED bfs violation -DN2PC=1 -DHAS1PC=1 -DHASB=0 -DNK=1 -DMAXF=1 -DM_1PC_LOST_ABORTED
 run M_RELEASE_BEFORE_FINAL bfs violation -DN2PC=2 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=0 -DM_RELEASE_BEFORE_FINAL
 run M_PREPARED_AFTER_ENDTXN bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=1 -DM_PREPARED_AFTER_ENDTXN
-run M_NO_TOMBSTONE bfs violation -DN2PC=1 -DHAS1PC=1 -DHASB=0 -DNK=1 -DMAXF=1 -DM_NO_TOMBSTONE
+run M_1PC_NO_FENCING_MARKER bfs violation -DN2PC=1 -DHAS1PC=1 -DHASB=0 -DNK=1 -DMAXF=1 -DM_1PC_NO_FENCING_MARKER
 run M_REINIT_UNLOCKED bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=1 -DNK=1 -DMAXF=1 -DM_REINIT_UNLOCKED
 run M_DUE_MISSES_ABORTING liveness violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=2 -DM_DUE_MISSES_ABORTING
 

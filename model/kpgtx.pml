@@ -17,9 +17,9 @@
  *   M_RELEASE_BEFORE_FINAL   the id goes back to the pool before the final state is durable
  *   M_PREPARED_AFTER_ENDTXN  prepared is logged after EndTxn(commit) instead of before (I2)
  *   M_NO_ORACLE              PRODUCER_FENCED taken as "aborted" instead of asking the records
- *   M_NO_TOMBSTONE           presumed abort decides a one-phase row by the absence of its
- *                            marker, with no fence against a COMMIT still on its way (F1)
- *   M_REINIT_UNLOCKED        a takeover re-initialises ids after it lost the lock (F2)
+ *   M_1PC_NO_FENCING_MARKER  presumed abort decides a one-phase row by the absence of its
+ *                            marker, with no fence against a COMMIT still on its way
+ *   M_REINIT_UNLOCKED        a takeover re-initialises ids after it lost the lock (finding F1)
  *   M_DUE_MISSES_ABORTING    Due lists active/prepared/committing only: a claimed row whose
  *                            resolver crashed stays aborting forever (liveness)
  */
@@ -76,7 +76,7 @@ bit  marker[NG];          /* the marker row is visible (its transaction committe
 #define B_INFL 1          /* the batch was sent; the server may still run it */
 #define B_DONE 2
 byte batch[NG];
-bit  tomb[NG];          /* a resolver's tombstone marker: the gid can no longer commit */
+bit  fmark[NG];         /* SettleOnePhase's fencing marker (aborted = true) holds the gid */
 
 /* ---- Kafka (transaction version 2), per transactional id ---- */
 #define K_NONE   0
@@ -252,12 +252,12 @@ inline sqlPhase1() {
 	/* sqltxn.Run: BEGIN, statements, marker row, PREPARE TRANSACTION, in one batch */
 	atomic { LIVE -> batch[g] = B_INFL; sq = 1 }
 	if
-	:: atomic { batch[g] == B_INFL && !tomb[g] -> batch[g] = B_DONE; sql[g] = S_PREP; check(g) }  /* lands */
+	:: atomic { batch[g] == B_INFL && !fmark[g] -> batch[g] = B_DONE; sql[g] = S_PREP; check(g) }  /* lands */
 		if
 		:: atomic { LIVE }
 		:: atomic { LIVE && FAULT }; goto abort   /* answer lost: backend terminated, error */
 		fi
-	:: atomic { LIVE && batch[g] == B_INFL -> batch[g] = B_DONE }; goto abort  /* refused (or the tombstone) */
+	:: atomic { LIVE && batch[g] == B_INFL -> batch[g] = B_DONE }; goto abort  /* refused (or the fencing marker) */
 	fi
 }
 
@@ -408,7 +408,7 @@ proctype OnePhase() {
 	/* sqlPhase1 → sqltxn.Run with onePhase: BEGIN, statements, marker row, COMMIT */
 	atomic { LIVE -> batch[g] = B_INFL }
 	if
-	:: atomic { batch[g] == B_INFL && !tomb[g] -> batch[g] = B_DONE; sql[g] = S_COMMIT; marker[g] = 1; check(g) }
+	:: atomic { batch[g] == B_INFL && !fmark[g] -> batch[g] = B_DONE; sql[g] = S_COMMIT; marker[g] = 1; check(g) }
 		if
 		:: atomic { LIVE }
 			/* finishWith(committed) */
@@ -472,12 +472,12 @@ inline resolve(g, own) {
 		fi;
 		if
 		:: s == L_ABORTING ->
-			/* presumedAbort: ROLLBACK PREPARED; a visible marker means the one-phase COMMIT;
-			 * otherwise a tombstone marker fences a COMMIT or PREPARE still on its way
-			 * (finding F1: the participant's own fence, proposed) */
+			/* presumedAbort: ROLLBACK PREPARED each gid; a one-phase row is decided by
+			 * SettleOnePhase: its marker means committed, otherwise a fencing marker
+			 * (aborted = true) takes the gid, so a COMMIT still on its way fails */
 			atomic { finish_prepared(g, 0, h);
-#ifndef M_NO_TOMBSTONE
-				if :: !h -> tomb[g] = 1 :: else fi
+#ifndef M_1PC_NO_FENCING_MARKER
+				if :: g == G1P && !h -> fmark[g] = 1 :: else fi
 #endif
 			}
 			/* Transition aborting → aborted | committed */
@@ -653,7 +653,7 @@ end_loop:
 #ifdef M_REINIT_UNLOCKED
 		:: k < NK -> atomic { if :: ids & (1 << k) -> k_init(k) :: else fi; k++ }
 #else
-		/* Reinit only while A's lock is still B's (finding F2: code must check it) */
+		/* Reinit only while A's lock is still B's (finding F1: takeOver must check it) */
 		:: k < NK -> atomic { if :: ids & (1 << k) && lockA == 2 -> k_init(k) :: else fi; k++ }
 #endif
 		:: else -> break
