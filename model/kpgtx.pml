@@ -16,12 +16,14 @@
  *   M_1PC_LOST_ABORTED       a one-phase COMMIT whose answer is lost is answered aborted
  *   M_RELEASE_BEFORE_FINAL   the id goes back to the pool before the final state is durable
  *   M_PREPARED_AFTER_ENDTXN  prepared is logged after EndTxn(commit) instead of before (I2)
- *   M_NO_ORACLE              PRODUCER_FENCED taken as "aborted" instead of asking the records
  *   M_1PC_NO_FENCING_MARKER  presumed abort decides a one-phase row by the absence of its
  *                            marker, with no fence against a COMMIT still on its way
  *   M_REINIT_UNLOCKED        a takeover re-initialises ids after it lost the lock (finding F1)
  *   M_DUE_MISSES_ABORTING    Due lists active/prepared/committing only: a claimed row whose
  *                            resolver crashed stays aborting forever (liveness)
+ *
+ * Not a mutant: M_NO_ORACLE (PRODUCER_FENCED taken as "aborted") is not caught within these
+ * bounds (README); PROBE_ORACLE asserts that the oracle is never reached (it is).
  */
 
 #ifndef N2PC
