@@ -428,6 +428,12 @@ func (c *Coordinator) abort(w *work, cause error) (*Transaction, error) {
 	if !clean {
 		f.Unavailable = false // something may be left prepared: not "safe to retry" (503)
 	}
+	if f.Class == ClassRetriable && !f.Unavailable {
+		// Answered 409, so the id's outcome is final: a same-id retry must return this abort,
+		// never run the request again (txlog.Begin re-runs only rows logged retriable, which
+		// are exactly the ones answered 503 "safe to retry with the same id").
+		f = &Failure{Participant: f.Participant, Class: ClassAbortable, SQLState: f.SQLState, Err: f.Err}
+	}
 	w.t.SQL = nil
 	if errors.Is(cause, ErrConfinementBreach) {
 		// I13's second line of defence fired: what the client statement did before it left the
