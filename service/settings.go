@@ -371,8 +371,17 @@ var Settings = []Setting{
 // them. NoGroupCommit is a benchmark's comparison switch.
 var codeOnlyFields = []string{"NoGroupCommit"}
 
-// logValue is the setting's value for the log: secrets show only whether they are set.
+// logValue is the setting's value for the log: secrets show only whether they are set,
+// durations read as text (30s).
 func (s Setting) logValue(c Config) any {
+	v := s.rawLogValue(c)
+	if d, ok := v.(time.Duration); ok {
+		return d.String()
+	}
+	return v
+}
+
+func (s Setting) rawLogValue(c Config) any {
 	switch {
 	case s.log != nil:
 		return s.log(c)
