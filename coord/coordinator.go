@@ -198,12 +198,13 @@ func SQLGIDFor(gid, database string) string { return gid + "@" + database }
 
 func (c *Coordinator) sqlGID(gid, database string) string { return SQLGIDFor(gid, database) }
 
-// run executes the protocol of DESIGN.md section 3 for a fresh active row.
+// run executes the protocol of docs/design.md section 2 for a fresh active row.
 func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*Transaction, error) {
 	w := &work{t: t, req: req}
 	onePhase := t.OnePhase
 
-	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently (DESIGN.md 8).
+	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently
+	// (docs/design.md section 2, step 2).
 	p1 := time.Now()
 	err := c.phase1(ctx, w, onePhase)
 	c.observeSince(PhasePhase1, p1)
