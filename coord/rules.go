@@ -112,9 +112,12 @@ func (r Rules) presumedAbort(ctx context.Context, t *Transaction) (State, *Error
 	}
 	// The Kafka side, if any, is aborted by re-initialising the transactional id: at startup by
 	// the pool, in a takeover by Reinit, otherwise when the quarantined id is released.
+	// Abortable, not retriable: the request may already have answered 409 from the claim
+	// (Coordinator.yield), and a same-id retry of a retriable row would run it again; an id is
+	// never answered 409 and later 200 (txlog.Begin re-runs only rows logged retriable).
 	return r.phase2(ctx, t, false, &ErrorDetail{
 		Participant: ParticipantCoordinator,
-		Class:       ClassRetriable,
+		Class:       ClassAbortable,
 		Message:     "presumed abort: the transaction was not prepared when a resolver claimed it",
 	})
 }

@@ -76,7 +76,7 @@ func (l *Loop) Abort(ctx context.Context, gid, by, reason string) (*coord.Transa
 			msg += " (" + reason + ")"
 		}
 		if d == nil {
-			return &coord.ErrorDetail{Participant: coord.ParticipantCoordinator, Class: coord.ClassRetriable, Message: msg}
+			return &coord.ErrorDetail{Participant: coord.ParticipantCoordinator, Class: coord.ClassAbortable, Message: msg}
 		}
 		out := *d
 		out.Message = msg + ": " + d.Message
