@@ -77,6 +77,9 @@ type Config struct {
 	Topics         []string          // COORDINATOR_TOPICS: allowlist of topics ("prefix*" matches a prefix)
 	KafkaTLS       KafkaTLS          // KAFKA_TLS, KAFKA_TLS_*
 	KafkaSASL      KafkaSASL         // KAFKA_SASL_*
+	// OTLPEndpoint is the OTLP/HTTP collector traces go to (COORDINATOR_OTLP_ENDPOINT); empty:
+	// no traces (trace.go).
+	OTLPEndpoint string
 }
 
 // Defaults returns the configuration with nothing set.
@@ -199,6 +202,7 @@ func Load(getenv func(string) string) (Config, error) {
 	duration("COORDINATOR_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
 	str("COORDINATOR_FAULT", &c.Fault)
 	str("COORDINATOR_STATEMENT_ROLE", &c.StatementRole)
+	str("COORDINATOR_OTLP_ENDPOINT", &c.OTLPEndpoint)
 	integer("COORDINATOR_MAX_STATEMENTS", &c.MaxStatements)
 	integer("COORDINATOR_MAX_RECORDS", &c.MaxRecords)
 	errs = append(errs, loadSecurity(&c, getenv)...)
@@ -307,6 +311,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Sprintf("COORDINATOR_SHUTDOWN_TIMEOUT=%s: at least 100ms", c.ShutdownTimeout))
 	}
 	errs = append(errs, c.validateSecurity()...)
+	errs = append(errs, c.validateTracing()...)
 	if c.Fault != "" {
 		if _, err := coord.ParseFaultPoint(c.Fault); err != nil {
 			errs = append(errs, "COORDINATOR_FAULT: "+err.Error())
