@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -18,8 +19,8 @@ import (
 )
 
 // Traces (OpenTelemetry) are off unless COORDINATOR_OTLP_ENDPOINT names an OTLP/HTTP collector
-// (http://collector:4318, or https:// for TLS; the exporter adds /v1/traces unless the URL has
-// a path). Off, no tracer is wired at all: the protocol starts no span and allocates nothing for
+// (http://collector:4318, or https:// for TLS). It is read as OTEL_EXPORTER_OTLP_ENDPOINT is:
+// a base URL, to which /v1/traces is appended. Off, no tracer is wired at all: the protocol starts no span and allocates nothing for
 // traces. On, the OpenTelemetry SDK batches the spans to the collector, and reads the standard
 // variables where it reads them: OTEL_EXPORTER_OTLP_HEADERS / _TIMEOUT / _COMPRESSION /
 // _CERTIFICATE (and their _TRACES_ forms), OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the
@@ -65,7 +66,12 @@ func (c Config) tracer(ctx context.Context, o options, logger *slog.Logger) (tr 
 	if c.OTLPEndpoint == "" {
 		return nil, nil, nil
 	}
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(c.OTLPEndpoint))
+	u, err := url.Parse(c.OTLPEndpoint)
+	if err != nil {
+		return nil, nil, fmt.Errorf("COORDINATOR_OTLP_ENDPOINT: %w", err)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(u.String()))
 	if err != nil {
 		return nil, nil, fmt.Errorf("COORDINATOR_OTLP_ENDPOINT: %w", err)
 	}
@@ -84,7 +90,6 @@ func (c Config) tracer(ctx context.Context, o options, logger *slog.Logger) (tr 
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		logger.Warn("trace export failed", "error", err)
 	}))
-	u, _ := url.Parse(c.OTLPEndpoint)
 	logger.Info("traces exported over OTLP/HTTP", "endpoint", u.Redacted())
 	return tp.Tracer(coord.TracerName), tp.Shutdown, nil
 }

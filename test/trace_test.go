@@ -230,37 +230,48 @@ func TestTraceRecoveryPass(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, prepareOne(ctx, e, "tr-3"))
 	gid := e.svc.Coord.GID("tr-3")
-	require.Eventually(t, func() bool {
-		got, err := e.svc.Log.Get(ctx, "tr-3")
-		return err == nil && got.State.Final()
-	}, time.Minute, 20*time.Millisecond, "recovery resolves the prepared transaction")
 
-	var resolve tracetest.SpanStub
-	var found bool
-	spans := exp.GetSpans()
-	for _, s := range spans {
-		if s.Name == recovery.SpanResolve && spanAttrs(s)[coord.AttrGID].AsString() == gid {
-			resolve, found = s, true
+	// The pass's span ends after the whole pass: wait for it too.
+	var (
+		resolve, pass tracetest.SpanStub
+		spans         tracetest.SpanStubs
+	)
+	require.Eventually(t, func() bool {
+		spans = exp.GetSpans()
+		found := false
+		for _, s := range spans {
+			if s.Name == recovery.SpanResolve && spanAttrs(s)[coord.AttrGID].AsString() == gid {
+				resolve, found = s, true
+			}
 		}
-	}
-	require.True(t, found, "a %s span for %s", recovery.SpanResolve, gid)
+		if !found {
+			return false
+		}
+		for _, s := range spans {
+			if s.SpanContext.SpanID() == resolve.Parent.SpanID() {
+				pass = s
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 20*time.Millisecond, "recovery resolves %s in a traced pass", gid)
+	got, err := e.svc.Log.Get(ctx, "tr-3")
+	require.NoError(t, err)
+	assert.Equal(t, coord.StateCommitted, got.State)
+
 	ra := spanAttrs(resolve)
 	assert.Equal(t, "committed", ra[recovery.AttrOutcome].AsString())
 	assert.Equal(t, "prepared", ra[coord.AttrState].AsString(), "the state it was found in")
 	assert.Equal(t, e.prefix+"-dead-tr-3", ra[coord.AttrTransactionalID].AsString())
+	assert.Equal(t, recovery.SpanPass, pass.Name, "under its pass")
+	assert.Positive(t, spanAttrs(pass)[recovery.AttrResolved].AsInt64())
 
 	children := map[string]int{}
-	var pass string
 	for _, s := range spans {
-		switch {
-		case s.SpanContext.SpanID() == resolve.Parent.SpanID():
-			pass = s.Name
-			assert.Positive(t, spanAttrs(s)[recovery.AttrResolved].AsInt64())
-		case s.Parent.SpanID() == resolve.SpanContext.SpanID():
+		if s.Parent.SpanID() == resolve.SpanContext.SpanID() {
 			children[s.Name]++
 		}
 	}
-	assert.Equal(t, recovery.SpanPass, pass, "under its pass")
 	assert.Equal(t, map[string]int{coord.SpanLogClaim: 1, coord.SpanEndTxn: 1, coord.SpanSQLPhase2: 1, coord.SpanLogFinal: 1}, children)
 }
 

@@ -83,7 +83,7 @@ var settings = func() []setting {
 		{env: "KAFKA_SASL_MECHANISM", kind: 's', help: "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty: no SASL"},
 		{env: "KAFKA_SASL_USER", kind: 's', help: "Kafka SASL user"},
 		{env: "KAFKA_SASL_PASSWORD", kind: 's', help: "Kafka SASL password (never logged)"},
-		{env: "COORDINATOR_OTLP_ENDPOINT", kind: 's', help: "OTLP/HTTP collector for OpenTelemetry traces, http(s)://host:port; the standard OTEL_* variables (headers, sampler, resource) apply; empty: no traces"},
+		{env: "COORDINATOR_OTLP_ENDPOINT", kind: 's', help: "OTLP/HTTP collector for OpenTelemetry traces, http(s)://host:port (a base URL: /v1/traces is appended); the standard OTEL_* variables (headers, sampler, resource) apply; empty: no traces"},
 	}
 }()
 
