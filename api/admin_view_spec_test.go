@@ -3,6 +3,7 @@ package api
 import (
 	"testing"
 
+	"github.com/kpgtx/coordinator/recovery"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -27,7 +28,7 @@ func TestInDoubtEnumsMatchSpec(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal(OpenAPI, &doc))
 	entry, ok := doc.Components.Schemas["InDoubtEntry"]
 	require.True(t, ok, "InDoubtEntry schema")
-	assert.ElementsMatch(t, []string{issueInDoubt, issueHeuristic, issueOrphan, issueLeftover, issueKafkaOpen, issueHanging},
+	assert.ElementsMatch(t, []string{recovery.IssueInDoubt, recovery.IssueHeuristic, recovery.IssueOrphan, recovery.IssueLeftover, recovery.IssueKafkaOpen, recovery.IssueHanging},
 		entry.Properties["issue"].Enum)
-	assert.ElementsMatch(t, []string{sourceLog, sourcePostgres, sourceKafka}, entry.Properties["sources"].Items.Enum)
+	assert.ElementsMatch(t, []string{recovery.SourceLog, recovery.SourcePostgres, recovery.SourceKafka}, entry.Properties["sources"].Items.Enum)
 }

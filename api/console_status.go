@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/recovery"
 )
 
 // GET /v1/status: a small read-only summary for the console's health strip (and for anyone
@@ -133,12 +134,12 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 			Quarantined: u.Quarantined, Hanging: u.Hanging, Low: u.Low}
 	}
 
-	entries, warnings, err := s.inDoubt(ctx)
+	view, err := s.recovery.InDoubt(ctx)
 	if err != nil {
-		body.Warnings = append(body.Warnings, fmt.Sprintf("in-doubt view: %v", err))
+		view = &recovery.InDoubtView{Warnings: []string{fmt.Sprintf("in-doubt view: %v", err)}}
 	}
-	body.Warnings = append(body.Warnings, warnings...)
-	for _, e := range entries {
+	body.Warnings = append(body.Warnings, view.Warnings...)
+	for _, e := range view.Entries {
 		body.InDoubt.Count++
 		body.InDoubt.ByIssue[e.Issue]++
 		body.InDoubt.OldestAgeSeconds = max(body.InDoubt.OldestAgeSeconds, e.AgeSeconds)

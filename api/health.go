@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/kpgtx/coordinator/migrations"
 	"github.com/kpgtx/coordinator/sqltxn"
+	"github.com/kpgtx/coordinator/txlog"
 )
 
 // ReadyTimeout bounds each readiness check.
@@ -185,14 +185,12 @@ func (s *Server) checkMigrations(ctx context.Context) check {
 	if err != nil {
 		return failed(err)
 	}
-	var version int64
-	var dirty bool
-	err = s.deps.Log.Pool().QueryRow(ctx, "SELECT version, dirty FROM coordinator_schema_migrations LIMIT 1").Scan(&version, &dirty)
+	version, dirty, err := s.deps.Log.SchemaVersion(ctx)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, txlog.ErrNotMigrated):
 		return failed(errors.New("the log's schema is not migrated: run `coordinator migrate up`"), "latest", latest)
 	case err != nil:
-		return failed(fmt.Errorf("read the log's schema version: %w", err), "latest", latest)
+		return failed(err, "latest", latest)
 	case dirty:
 		return failed(fmt.Errorf("the log's schema is dirty at version %d (a migration failed half-way): fix it by hand, then `coordinator migrate up`", version),
 			"version", version, "latest", latest)

@@ -221,12 +221,13 @@ func SQLGIDFor(gid, database string) string { return gid + "@" + database }
 
 func (c *Coordinator) sqlGID(gid, database string) string { return SQLGIDFor(gid, database) }
 
-// run executes the protocol of DESIGN.md section 3 for a fresh active row.
+// run executes the protocol of docs/design.md section 2 for a fresh active row.
 func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*Transaction, error) {
 	w := &work{t: t, req: req, root: trace.SpanFromContext(ctx)}
 	onePhase := t.OnePhase
 
-	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently (DESIGN.md 8).
+	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently
+	// (docs/design.md section 2, step 2).
 	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)
 	err := c.phase1(pctx, w, onePhase)
 	st.end(err)
@@ -468,6 +469,12 @@ func (c *Coordinator) abort(w *work, cause error) (*Transaction, error) {
 	f := AsFailure(cause)
 	if !clean {
 		f.Unavailable = false // something may be left prepared: not "safe to retry" (503)
+	}
+	if f.Class == ClassRetriable && !f.Unavailable {
+		// Answered 409, so the id's outcome is final: a same-id retry must return this abort,
+		// never run the request again (txlog.Begin re-runs only rows logged retriable, which
+		// are exactly the ones answered 503 "safe to retry with the same id").
+		f = &Failure{Participant: f.Participant, Class: ClassAbortable, SQLState: f.SQLState, Err: f.Err}
 	}
 	w.t.SQL = nil
 	if errors.Is(cause, ErrConfinementBreach) {

@@ -54,7 +54,7 @@
 // ErrCommitUnknown and leaves the row active (202); the resolver's SQL.SettleOnePhase reads the
 // marker, or fences the gid so that the COMMIT can no longer happen, and logs what it proves.
 //
-// # Invariants (DESIGN.md section 3), and where they are enforced
+// # Invariants (docs/design.md section 3), and where they are enforced
 //
 //   - I1 a transactional.id serves one global transaction at a time and is not reused until
 //     that transaction's final state is durable: kafkatxn.Pool (free list, quarantine) and

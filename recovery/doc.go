@@ -12,7 +12,7 @@
 // # State Model
 //
 // A transaction that is not final and not in flight in this process is resolved by its logged
-// state (DESIGN.md I5), with the rules of coord.Rules, after claiming it: a compare-and-set that
+// state (docs/design.md, I5), with the rules of coord.Rules, after claiming it: a compare-and-set that
 // makes the row this instance's at its current epoch (txlog.Log.Claim) comes before any
 // participant is touched, so a live writer (the request itself, or the process of an instance
 // being taken over) can no longer log prepared or anything else:

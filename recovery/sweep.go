@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txlog"
 )
 
 // orphanMinAge protects a gid whose row was just reset for a retry from being taken for a
@@ -109,6 +110,24 @@ func globalGID(sqlGID string) string {
 	return sqlGID
 }
 
+// reinitFor re-initialises a taken-over instance's transactional ids, which aborts whatever they
+// left open, only while this takeover still holds the instance: its lock's session answers, the
+// instance's epoch is still the one the takeover set, and the instance's row stays locked until
+// the ids are done, so the instance cannot claim its lock again, lease an id and log prepared
+// in between (found by the model, model/README.md: a takeover whose session was lost would
+// otherwise abort the prepared transaction of the instance that had come back; I1, I8).
+func (l *Loop) reinitFor(ctx context.Context, o *Owner, instance string, ids []string) error {
+	tx, err := o.conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("takeover of %s: the lock's session is gone: %w", instance, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := txlog.HoldEpoch(ctx, tx, instance, o.Epoch()); err != nil {
+		return fmt.Errorf("takeover of %s abandoned before re-initialising its ids: %w", instance, err)
+	}
+	return l.kafka.Reinit(ctx, ids)
+}
+
 // takeover (I8): an instance silent for longer than the lease whose lock is free is dead (or
 // alive without its lock). Its lock is taken on a connection of its own and its epoch bumped
 // (lockFor), so that a process still running under that id writes nothing more; then its
@@ -136,14 +155,14 @@ func (l *Loop) takeover(ctx context.Context, st *Stats) error {
 			errs = errors.Join(errs, err)
 			continue
 		}
-		err = l.takeOver(ctx, in.ID, in.TxnIDPrefix, in.PoolSize, st)
+		err = l.takeOver(ctx, o, in.ID, in.TxnIDPrefix, in.PoolSize, st)
 		o.Close(context.WithoutCancel(ctx))
 		errs = errors.Join(errs, err)
 	}
 	return errs
 }
 
-func (l *Loop) takeOver(ctx context.Context, instance, prefix string, poolSize int, st *Stats) error {
+func (l *Loop) takeOver(ctx context.Context, o *Owner, instance, prefix string, poolSize int, st *Stats) error {
 	before := st.Resolved
 	if err := l.resolveDue(ctx, instance, l.cfg.TakeoverGuard, st); err != nil {
 		return err
@@ -157,7 +176,7 @@ func (l *Loop) takeOver(ctx context.Context, instance, prefix string, poolSize i
 			}
 			ids = append(ids, id)
 		}
-		if err := l.kafka.Reinit(ctx, ids); err != nil {
+		if err := l.reinitFor(ctx, o, instance, ids); err != nil {
 			return err
 		}
 	}

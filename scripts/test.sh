@@ -5,13 +5,14 @@
 #      chromium                    Debian's package, for the console's browser
 #                                  tests; installed when missing
 #   2. go vet ./...
-#   3. go test ./...               against the real broker and database
-#   4. go test ./test/...          again, against the in-process kfake
+#   3. bash model/check.sh         the protocol model, checked with SPIN (installs spin)
+#   4. go test ./...               against the real broker and database
+#   5. go test ./test/...          again, against the in-process kfake
 #                                  (KAFKA_BROKERS empty, TEST_KAFKA=kfake)
 #   5. scripts/fuzz-api.sh         schemathesis against `coordinator dev`
 #                                  (its own PostgreSQL and Kafka)
 #
-# Every step runs even when an earlier go step failed; the exit status is
+# Every step runs even when an earlier step failed; the exit status is
 # non-zero when any step failed. go output is passed through unchanged.
 # Services stay up afterwards unless STOP_SERVICES=1 or CI=true.
 # The browser tests' screenshots are kept in $ARTIFACTS_DIR (default
@@ -58,6 +59,9 @@ echo "== browser screenshots: $ARTIFACTS_DIR" >&2
 
 echo "== go vet ./..." >&2
 go vet ./... || failed+=("go vet")
+
+echo "== bash model/check.sh (SPIN model of the commit protocol)" >&2
+bash model/check.sh || failed+=("model/check.sh")
 
 echo "== go test ./... (real Kafka at $KAFKA_BROKERS, PostgreSQL)" >&2
 env -u TEST_KAFKA go test -count=1 -timeout 30m ./... || failed+=("go test ./... (real Kafka)")

@@ -3,17 +3,17 @@ package service
 import (
 	"fmt"
 
-	"github.com/kpgtx/coordinator/api"
-	"github.com/kpgtx/coordinator/coord"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kpgtx/coordinator/api"
+	"github.com/kpgtx/coordinator/coord"
 )
 
-// Config is everything the service needs. Load fills it from the environment; the command
-// line overrides it with flags.
+// Config is everything the service needs. Every field is set by one Setting (settings.go):
+// Load fills it from the environment, the command line overrides it with flags.
 type Config struct {
 	DatabaseURL string            // DATABASE_URL: the log and the "default" database
 	Databases   map[string]string // COORDINATOR_DATABASES: more databases, "name=dsn;name2=dsn2"
@@ -128,84 +128,18 @@ func (c Config) HTTPWriteTimeout() time.Duration {
 	return c.MaxTimeout + writeTimeoutMargin
 }
 
-// Load reads the environment over the defaults.
+// Load reads the environment over the defaults: every setting of Settings whose variable is
+// set. Every bad value is reported, each naming its variable.
 func Load(getenv func(string) string) (Config, error) {
 	c := Defaults()
 	var errs []string
-	str := func(key string, dst *string) {
-		if v := getenv(key); v != "" {
-			*dst = v
-		}
-	}
-	integer := func(key string, dst *int) {
-		if v := getenv(key); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				errs = append(errs, fmt.Sprintf("%s=%q: not an integer", key, v))
-				return
+	for _, s := range Settings {
+		if v := getenv(s.Env); v != "" && s.set != nil {
+			if err := s.set(&c, v); err != nil {
+				errs = append(errs, err.Error())
 			}
-			*dst = n
 		}
 	}
-	duration := func(key string, dst *time.Duration) {
-		if v := getenv(key); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Sprintf("%s=%q: not a duration (like 30s)", key, v))
-				return
-			}
-			*dst = d
-		}
-	}
-	str("DATABASE_URL", &c.DatabaseURL)
-	str("COORDINATOR_LISTEN", &c.Listen)
-	str("COORDINATOR_INSTANCE", &c.Instance)
-	str("COORDINATOR_GID_PREFIX", &c.GIDPrefix)
-	str("KAFKA_TRANSACTIONAL_ID_PREFIX", &c.TxnIDPrefix)
-	if v := getenv("KAFKA_BROKERS"); v != "" {
-		c.Brokers = splitList(v, ",")
-	}
-	if v := getenv("COORDINATOR_DATABASES"); v != "" {
-		dbs, err := ParseDatabases(v)
-		if err != nil {
-			errs = append(errs, err.Error())
-		}
-		c.Databases = dbs
-	}
-	integer("KAFKA_POOL_SIZE", &c.PoolSize)
-	duration("KAFKA_TRANSACTION_TIMEOUT", &c.KafkaTxnTimeout)
-	duration("COORDINATOR_DEFAULT_TIMEOUT", &c.DefaultTimeout)
-	duration("COORDINATOR_MAX_TIMEOUT", &c.MaxTimeout)
-	var body, conns, bodyMemory int
-	integer("COORDINATOR_MAX_BODY_BYTES", &body)
-	integer("COORDINATOR_DB_MAX_CONNS", &conns)
-	integer("COORDINATOR_MAX_BODY_MEMORY", &bodyMemory)
-	if body != 0 {
-		c.MaxBodyBytes = int64(body)
-	}
-	if bodyMemory != 0 {
-		c.MaxBodyMemory = int64(bodyMemory)
-	}
-	integer("COORDINATOR_MAX_IN_FLIGHT", &c.MaxInFlight)
-	duration("COORDINATOR_READ_HEADER_TIMEOUT", &c.ReadHeaderTimeout)
-	duration("COORDINATOR_READ_TIMEOUT", &c.ReadTimeout)
-	duration("COORDINATOR_WRITE_TIMEOUT", &c.WriteTimeout)
-	duration("COORDINATOR_IDLE_TIMEOUT", &c.IdleTimeout)
-	if conns != 0 {
-		c.MaxConns = int32(conns)
-	}
-	duration("COORDINATOR_RECOVERY_INTERVAL", &c.RecoveryInterval)
-	duration("COORDINATOR_INSTANCE_LEASE", &c.InstanceLease)
-	duration("COORDINATOR_CLAIM_WAIT", &c.ClaimWait)
-	duration("COORDINATOR_FINISH_TIMEOUT", &c.FinishTimeout)
-	duration("COORDINATOR_MARKER_AGE", &c.MarkerAge)
-	duration("COORDINATOR_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
-	str("COORDINATOR_FAULT", &c.Fault)
-	str("COORDINATOR_STATEMENT_ROLE", &c.StatementRole)
-	str("COORDINATOR_OTLP_ENDPOINT", &c.OTLPEndpoint)
-	integer("COORDINATOR_MAX_STATEMENTS", &c.MaxStatements)
-	integer("COORDINATOR_MAX_RECORDS", &c.MaxRecords)
-	errs = append(errs, loadSecurity(&c, getenv)...)
 	if len(errs) > 0 {
 		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}

@@ -2,12 +2,10 @@ package service
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -30,31 +28,6 @@ import (
 //	topics: [orders]
 //
 // Precedence: flags > environment > file > defaults (Layer).
-
-// listSeparators are the list settings and the separator of their text form.
-var listSeparators = map[string]string{
-	"KAFKA_BROKERS":      ",",
-	"COORDINATOR_TOPICS": ",",
-	"COORDINATOR_TOKENS": ";",
-}
-
-// mapSettings are the map settings and how a YAML mapping becomes their text form.
-var mapSettings = map[string]func(key string, m map[string]string) (string, error){
-	"COORDINATOR_DATABASES": func(key string, m map[string]string) (string, error) {
-		var parts []string
-		for _, name := range sortedKeys(m) {
-			if strings.Contains(m[name], ";") {
-				return "", fmt.Errorf("%s: the DSN of %q contains \";\"", key, name)
-			}
-			parts = append(parts, name+"="+m[name])
-		}
-		return strings.Join(parts, ";"), nil
-	},
-	"COORDINATOR_STATEMENTS": func(_ string, m map[string]string) (string, error) {
-		b, err := json.Marshal(m)
-		return string(b), err
-	},
-}
 
 // ReadFile reads the YAML configuration file. It returns the values by variable name, in the
 // variable's text form, for Layer. known lists the variables a file may set; any other key is
@@ -150,8 +123,9 @@ func valueText(env string, v *yaml.Node) (text string, set bool, err error) {
 		}
 		return v.Value, true, nil
 	case yaml.SequenceNode:
-		sep, ok := listSeparators[env]
-		if !ok {
+		st, _ := LookupSetting(env)
+		sep := st.Sep
+		if st.Kind != KindList {
 			return "", false, errors.New("want a single value, not a list")
 		}
 		var parts []string
@@ -167,15 +141,15 @@ func valueText(env string, v *yaml.Node) (text string, set bool, err error) {
 		}
 		return strings.Join(parts, sep), len(parts) > 0, nil
 	case yaml.MappingNode:
-		conv, ok := mapSettings[env]
-		if !ok {
+		st, _ := LookupSetting(env)
+		if st.Kind != KindMap || st.fromMap == nil {
 			return "", false, errors.New("want a single value, not a mapping")
 		}
 		m, err := stringMap(v)
 		if err != nil {
 			return "", false, err
 		}
-		s, err := conv(env, m)
+		s, err := st.fromMap(m)
 		return s, true, err
 	}
 	return "", false, errors.New("unsupported value")
@@ -226,15 +200,6 @@ func stringMap(n *yaml.Node) (map[string]string, error) {
 		m[k.Value] = v.Value
 	}
 	return m, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // Layer returns a getenv that answers from getenv and, for what getenv leaves unset (empty),

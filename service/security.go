@@ -3,7 +3,6 @@ package service
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -40,72 +38,6 @@ type KafkaSASL struct {
 }
 
 var saslMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
-
-// loadSecurity reads the security settings (tokens, allowlists, Kafka TLS and SASL) into c
-// and returns the errors, each naming its variable.
-func loadSecurity(c *Config, getenv func(string) string) []string {
-	var errs []string
-	boolean := func(key string, dst *bool) {
-		if v := getenv(key); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				errs = append(errs, fmt.Sprintf("%s=%q: true or false", key, v))
-				return
-			}
-			*dst = b
-		}
-	}
-	if v := getenv("COORDINATOR_TOKENS"); v != "" {
-		tokens, err := api.ParseTokens(v)
-		if err != nil {
-			errs = append(errs, err.Error())
-		}
-		c.Tokens = tokens
-	}
-	boolean("COORDINATOR_ALLOW_INSECURE", &c.AllowInsecure)
-	boolean("COORDINATOR_ALLOW_PLAINTEXT", &c.AllowPlaintext)
-	if v := getenv("COORDINATOR_TLS_CERT_FILE"); v != "" {
-		c.APITLS.CertFile = v
-	}
-	if v := getenv("COORDINATOR_TLS_KEY_FILE"); v != "" {
-		c.APITLS.KeyFile = v
-	}
-	if v := getenv("COORDINATOR_TLS_CLIENT_CA_FILE"); v != "" {
-		c.APITLS.ClientCAFile = v
-	}
-	if v := getenv("COORDINATOR_STATEMENTS"); v != "" {
-		var m map[string]string
-		if err := json.Unmarshal([]byte(v), &m); err != nil || m == nil {
-			errs = append(errs, fmt.Sprintf(`COORDINATOR_STATEMENTS: not a JSON object of statement names to SQL text, like {"insert_order": "INSERT INTO orders(id) VALUES ($1)"}: %v`, err))
-		} else {
-			c.Statements = m
-		}
-	}
-	if v := getenv("COORDINATOR_TOPICS"); v != "" {
-		c.Topics = splitList(v, ",")
-	}
-	boolean("KAFKA_TLS", &c.KafkaTLS.Enabled)
-	if v := getenv("KAFKA_TLS_CA_FILE"); v != "" {
-		c.KafkaTLS.CAFile = v
-	}
-	if v := getenv("KAFKA_TLS_CERT_FILE"); v != "" {
-		c.KafkaTLS.CertFile = v
-	}
-	if v := getenv("KAFKA_TLS_KEY_FILE"); v != "" {
-		c.KafkaTLS.KeyFile = v
-	}
-	boolean("KAFKA_TLS_INSECURE_SKIP_VERIFY", &c.KafkaTLS.InsecureSkipVerify)
-	if v := getenv("KAFKA_SASL_MECHANISM"); v != "" {
-		c.KafkaSASL.Mechanism = strings.ToUpper(strings.TrimSpace(v))
-	}
-	if v := getenv("KAFKA_SASL_USER"); v != "" {
-		c.KafkaSASL.User = v
-	}
-	if v := getenv("KAFKA_SASL_PASSWORD"); v != "" {
-		c.KafkaSASL.Password = api.Secret(v)
-	}
-	return errs
-}
 
 // validateSecurity refuses security settings that cannot work or that would expose the API.
 //
@@ -263,12 +195,6 @@ func (c Config) kafkaSecurityNote() string {
 	return " (" + strings.Join(parts, ", ") + ": check the certificates and credentials too)"
 }
 
-// FileKey is a setting's key in the YAML file: its variable's name in lower case, without the
-// COORDINATOR_ prefix (COORDINATOR_LISTEN → listen, KAFKA_BROKERS → kafka_brokers).
-func FileKey(env string) string {
-	return strings.ToLower(strings.TrimPrefix(env, "COORDINATOR_"))
-}
-
 // RedactDSN hides the passwords of a PostgreSQL connection string: the URL's user password,
 // password= and sslpassword= parameters (URL query or keyword form).
 func RedactDSN(dsn string) string {
@@ -298,67 +224,22 @@ var (
 	keywordPassword = regexp.MustCompile(`(?i)(^|\s)((?:ssl)?password)\s*=\s*(?:'(?:[^'\\]|\\.)*'|\S*)`)
 )
 
-// LogValue is the configuration for slog, by file key, with every secret hidden: DSN
-// passwords, token secrets (names and roles are shown) and the SASL password.
+// LogValue is the configuration for slog, by file key, every setting of Settings in its
+// order, with every secret hidden: DSN passwords, token secrets (names and roles are shown)
+// and the SASL password.
 func (c Config) LogValue() slog.Value {
-	dbs := map[string]string{}
-	for name, dsn := range c.Databases {
-		dbs[name] = RedactDSN(dsn)
+	return slog.GroupValue(c.LogAttrs()...)
+}
+
+// LogAttrs are LogValue's attributes, for a log line that lists them at its top level.
+func (c Config) LogAttrs() []slog.Attr {
+	attrs := make([]slog.Attr, 0, len(Settings))
+	for _, s := range Settings {
+		if s.Field != "" {
+			attrs = append(attrs, slog.Any(FileKey(s.Env), s.logValue(c)))
+		}
 	}
-	tokens := make([]string, len(c.Tokens))
-	for i, t := range c.Tokens {
-		tokens[i] = t.String()
-	}
-	password := ""
-	if c.KafkaSASL.Password != "" {
-		password = api.Redacted
-	}
-	return slog.GroupValue(
-		slog.String("database_url", RedactDSN(c.DatabaseURL)),
-		slog.Any("databases", dbs),
-		slog.Any("kafka_brokers", c.Brokers),
-		slog.String("listen", c.Listen),
-		slog.String("instance", c.Instance),
-		slog.String("gid_prefix", c.GIDPrefix),
-		slog.String("kafka_transactional_id_prefix", c.TxnIDPrefix),
-		slog.Int("kafka_pool_size", c.PoolSize),
-		slog.Duration("kafka_transaction_timeout", c.KafkaTxnTimeout),
-		slog.Duration("default_timeout", c.DefaultTimeout),
-		slog.Duration("max_timeout", c.MaxTimeout),
-		slog.Int64("max_body_bytes", c.MaxBodyBytes),
-		slog.Int("max_statements", c.MaxStatements),
-		slog.Int("max_records", c.MaxRecords),
-		slog.Int("db_max_conns", int(c.MaxConns)),
-		slog.String("statement_role", c.StatementRole),
-		slog.Duration("read_header_timeout", c.ReadHeaderTimeout),
-		slog.Duration("read_timeout", c.ReadTimeout),
-		slog.Duration("write_timeout", c.HTTPWriteTimeout()),
-		slog.Duration("idle_timeout", c.IdleTimeout),
-		slog.Int("max_in_flight", c.MaxInFlight),
-		slog.Int64("max_body_memory", c.MaxBodyMemory),
-		slog.Duration("recovery_interval", c.RecoveryInterval),
-		slog.Duration("instance_lease", c.InstanceLease),
-		slog.Duration("claim_wait", c.ClaimWait),
-		slog.Duration("finish_timeout", c.FinishTimeout),
-		slog.Duration("marker_age", c.MarkerAge),
-		slog.String("fault", c.Fault),
-		slog.Any("tokens", tokens),
-		slog.Bool("allow_insecure", c.AllowInsecure),
-		slog.Bool("allow_plaintext", c.AllowPlaintext),
-		slog.String("tls_cert_file", c.APITLS.CertFile),
-		slog.String("tls_key_file", c.APITLS.KeyFile),
-		slog.String("tls_client_ca_file", c.APITLS.ClientCAFile),
-		slog.Any("statements", slices.Sorted(maps.Keys(c.Statements))),
-		slog.Any("topics", c.Topics),
-		slog.Bool("kafka_tls", c.KafkaTLS.Enabled),
-		slog.String("kafka_tls_ca_file", c.KafkaTLS.CAFile),
-		slog.String("kafka_tls_cert_file", c.KafkaTLS.CertFile),
-		slog.String("kafka_tls_key_file", c.KafkaTLS.KeyFile),
-		slog.Bool("kafka_tls_insecure_skip_verify", c.KafkaTLS.InsecureSkipVerify),
-		slog.String("kafka_sasl_mechanism", c.KafkaSASL.Mechanism),
-		slog.String("kafka_sasl_user", c.KafkaSASL.User),
-		slog.String("kafka_sasl_password", password),
-	)
+	return attrs
 }
 
 // String prints the configuration as LogValue does: no secret appears.

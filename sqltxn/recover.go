@@ -63,3 +63,31 @@ ORDER BY created_at LIMIT $2`, age.String(), limit, prefix)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
+
+// PreparedXact is a prepared transaction of this coordinator found in pg_prepared_xacts.
+type PreparedXact struct {
+	Database   string
+	GID        string
+	PreparedAt time.Time // the server's prepare time: stable from one listing to the next
+}
+
+// PreparedXacts lists the prepared transactions on the database's server whose gid starts with
+// prefix and ends with "@<database>" (this coordinator's, on this database), with the server's
+// prepare time.
+func (d *Databases) PreparedXacts(ctx context.Context, database, prefix string) ([]PreparedXact, error) {
+	pool, err := d.Pool(database)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := pool.Query(ctx, `SELECT gid, prepared FROM pg_prepared_xacts
+WHERE database = current_database() AND starts_with(gid, $1) AND gid LIKE $2`,
+		prefix, "%@"+strings.NewReplacer(`\`, `\\`, "_", `\_`, "%", `\%`).Replace(database))
+	if err != nil {
+		return nil, fmt.Errorf("list prepared transactions: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (PreparedXact, error) {
+		p := PreparedXact{Database: database}
+		err := r.Scan(&p.GID, &p.PreparedAt)
+		return p, err
+	})
+}

@@ -297,7 +297,7 @@ func TestBinaryServe(t *testing.T) {
 		msgs = append(msgs, fmt.Sprint(line["msg"]))
 		if line["msg"] == "coordinator starting" {
 			assert.Equal(t, "bin", line["instance"])
-			assert.NotEmpty(t, line["database"])
+			assert.NotEmpty(t, line["database_url"])
 			if useKfake() {
 				assert.Equal(t, "(none: SQL only)", line["kafka_brokers"])
 			} else {

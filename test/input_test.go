@@ -108,3 +108,31 @@ func TestBadInputRunsNothing(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, nf.Status)
 	_ = fmt.Sprint
 }
+
+// A 409 is final for its id even when the cause was transient (a serialization failure, class
+// retriable in KIP-1050 terms): a retry with the same id returns the same 409 and runs nothing,
+// so no id is ever answered both 409 and 200. Only a 503 ("safe to retry with the same id") is
+// run again.
+func TestConflictAnswerIsFinal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	_, err := e.db.Exec(t.Context(), "CREATE TABLE flags (x int)")
+	require.NoError(t, err)
+	body := map[string]any{"id": "ser-1", "sql": []any{
+		map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ('ser-1', 1)"},
+		map[string]any{"statement": `DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM flags) THEN
+  RAISE EXCEPTION USING ERRCODE = '40001', MESSAGE = 'could not serialize access'; END IF; END$$`},
+	}, "kafka": []any{map[string]any{"topic": e.topic, "key": "ser-1", "value": "v"}}}
+	first := e.post(body)
+	require.Equal(t, http.StatusConflict, first.Status, "%s", first.Raw)
+	assert.Equal(t, "40001", first.str("error", "sqlstate"))
+	assert.NotEqual(t, "retriable", first.str("error", "class"), "retriable is the class of a 503")
+
+	// The statement would now succeed; the same id must still answer the stored 409.
+	_, err = e.db.Exec(t.Context(), "INSERT INTO flags VALUES (1)")
+	require.NoError(t, err)
+	again := e.post(body)
+	require.Equal(t, http.StatusConflict, again.Status, "%s", again.Raw)
+	assert.Zero(t, countRows(t, e.db, "ser-1"))
+	assert.Empty(t, e.committedRecords(e.topic))
+}

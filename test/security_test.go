@@ -416,7 +416,7 @@ tokens:
 	line := startingLine(t, stderr)
 	assert.Equal(t, "flag", line["gid_prefix"], "flag > environment > file")
 	assert.Equal(t, "from-env", line["instance"], "environment > file")
-	assert.EqualValues(t, 5, line["pool_size"], "file > default")
+	assert.EqualValues(t, 5, line["kafka_pool_size"], "file > default")
 	assert.Equal(t, "20s", line["max_timeout"], "file > default")
 	assert.Equal(t, "127.0.0.1:8080", line["listen"], "default")
 	assert.Equal(t, []any{"filetoken:read"}, line["tokens"], "tokens from the file")
@@ -425,7 +425,7 @@ tokens:
 	code, _, stderr = runCoordinator(t, env, "serve", "-config", fileB)
 	assert.Equal(t, 1, code, stderr)
 	line = startingLine(t, stderr)
-	assert.EqualValues(t, 7, line["pool_size"])
+	assert.EqualValues(t, 7, line["kafka_pool_size"])
 	assert.Equal(t, "from-env", line["instance"])
 	assert.Equal(t, []any{"(none: no authentication)"}, line["tokens"])
 

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -108,4 +109,47 @@ func TestFencing(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, coord.StateActive, got.State, "nothing written")
 	})
+}
+
+// HoldEpoch: a takeover acts for an instance only while its epoch is the one the takeover set,
+// and the instance cannot claim its lock again (bump its epoch) while the takeover holds it.
+// This is the interleaving the model found (model/README.md, F1): without the hold, a takeover
+// whose session was lost would re-initialise the ids of the instance that came back.
+func TestHoldEpoch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := newLog(t)
+	taken, err := txlog.BumpEpoch(ctx, pool, "a") // the takeover's claim
+	require.NoError(t, err)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, txlog.HoldEpoch(ctx, tx, "a", taken))
+	var holder int
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&holder))
+	bumped := make(chan int64, 1)
+	go func() {
+		e, _ := txlog.BumpEpoch(ctx, pool, "a") // the instance claiming its lock again
+		bumped <- e
+	}()
+	// The instance's claim waits for the hold: poll until a backend is blocked by the holder.
+	require.Eventually(t, func() bool {
+		var waiting bool
+		_ = pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))`,
+			holder).Scan(&waiting)
+		return waiting
+	}, 30*time.Second, 20*time.Millisecond)
+	select {
+	case <-bumped:
+		require.FailNow(t, "the instance claimed its lock while the takeover held it")
+	default:
+	}
+	require.NoError(t, tx.Rollback(ctx))
+	assert.Equal(t, taken+1, <-bumped, "the claim went through once the hold ended")
+
+	// Now the takeover's epoch is stale: it must not act for the instance any more.
+	tx, err = pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	require.ErrorIs(t, txlog.HoldEpoch(ctx, tx, "a", taken), txlog.ErrEpochMoved)
 }

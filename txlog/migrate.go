@@ -8,6 +8,7 @@ import (
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	pgxv5 "github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/kpgtx/coordinator/migrations"
@@ -44,4 +45,35 @@ func Migrate(ctx context.Context, l *Log, direction string) error {
 	}
 	_ = ctx
 	return nil
+}
+
+// SchemaVersion reads the log's schema version and whether a migration failed half-way
+// (golang-migrate's table); ErrNotMigrated when no migration ran.
+func (l *Log) SchemaVersion(ctx context.Context) (version int64, dirty bool, err error) {
+	err = l.pool.QueryRow(ctx, "SELECT version, dirty FROM coordinator_schema_migrations LIMIT 1").Scan(&version, &dirty)
+	if errors.Is(err, pgxv5.ErrNoRows) {
+		return 0, false, ErrNotMigrated
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read the log's schema version: %w", err)
+	}
+	return version, dirty, nil
+}
+
+// Unfinished counts the log's transactions not in a final clean state (in doubt or heuristic:
+// the ones recovery or an operator still needs); 0 when the log's tables do not exist.
+func (l *Log) Unfinished(ctx context.Context) (int, error) {
+	var exists bool
+	if err := l.pool.QueryRow(ctx, `SELECT to_regclass('coordinator_transactions') IS NOT NULL`).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("look for the coordinator log: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var n int
+	err := l.pool.QueryRow(ctx, `SELECT count(*) FROM coordinator_transactions WHERE state NOT IN ('committed', 'aborted')`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count unfinished transactions: %w", err)
+	}
+	return n, nil
 }

@@ -196,6 +196,26 @@ RETURNING epoch`, instance).Scan(&epoch)
 	return epoch, nil
 }
 
+// ErrEpochMoved: the instance's epoch is no longer the one its taker set (the instance claimed
+// its lock again after the taker's session was lost).
+var ErrEpochMoved = errors.New("instance epoch moved on")
+
+// HoldEpoch confirms, in a transaction tx of the session that took the instance's lock, that
+// the instance's epoch is still the one that session set, and keeps the instance's row locked
+// until tx ends: the instance cannot claim its lock again (BumpEpoch waits) while the holder
+// acts for it. A lost session fails here, before anything is done in the instance's name.
+func HoldEpoch(ctx context.Context, tx pgx.Tx, instance string, epoch int64) error {
+	var now int64
+	err := tx.QueryRow(ctx, `SELECT epoch FROM coordinator_instances WHERE instance_id = $1 FOR UPDATE`, instance).Scan(&now)
+	if err != nil {
+		return fmt.Errorf("txlog: hold epoch of %s: %w", instance, err)
+	}
+	if now != epoch {
+		return fmt.Errorf("txlog: %s is at epoch %d, not %d: %w", instance, now, epoch, ErrEpochMoved)
+	}
+	return nil
+}
+
 // Epoch is the instance's current epoch (0 when it has no row).
 func (l *Log) Epoch(ctx context.Context, instance string) (int64, error) {
 	var epoch int64

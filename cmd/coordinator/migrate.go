@@ -71,32 +71,16 @@ func migrate(ctx context.Context, dsn, direction string, force bool) error {
 	if err := pool.Ping(ctx); err != nil {
 		return fmt.Errorf("DATABASE_URL: cannot reach PostgreSQL: %w", err)
 	}
+	log := txlog.New(pool, txlog.Options{})
 	if direction == "down" && !force {
-		n, err := unfinished(ctx, pool)
+		n, err := log.Unfinished(ctx)
 		if err != nil {
-			return err
+			return fmt.Errorf("migrate down: %w", err)
 		}
 		if n > 0 {
 			return fmt.Errorf("migrate down: the coordinator log holds %d unfinished transactions (in doubt or heuristic) "+
 				"that recovery needs; resolve them first, or pass -force to drop them anyway", n)
 		}
 	}
-	return txlog.Migrate(ctx, txlog.New(pool, txlog.Options{}), direction)
-}
-
-// unfinished counts transactions of the log not in a final clean state (0 without a log).
-func unfinished(ctx context.Context, pool *pgxpool.Pool) (int, error) {
-	var exists bool
-	if err := pool.QueryRow(ctx, `SELECT to_regclass('coordinator_transactions') IS NOT NULL`).Scan(&exists); err != nil {
-		return 0, fmt.Errorf("migrate down: look for the coordinator log: %w", err)
-	}
-	if !exists {
-		return 0, nil
-	}
-	var n int
-	err := pool.QueryRow(ctx, `SELECT count(*) FROM coordinator_transactions WHERE state NOT IN ('committed', 'aborted')`).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("migrate down: count unfinished transactions: %w", err)
-	}
-	return n, nil
+	return txlog.Migrate(ctx, log, direction)
 }

@@ -63,7 +63,7 @@ PostgreSQL and an in-process Kafka and prints a request to send.
 	if err := cfg.Validate(); err != nil {
 		return fail(stderr, blame(err))
 	}
-	logger.Info("coordinator starting", append([]any{"version", version()}, describeConfig(cfg)...)...)
+	logger.LogAttrs(ctx, slog.LevelInfo, "coordinator starting", append([]slog.Attr{slog.String("version", version())}, cfg.LogAttrs()...)...)
 
 	if err := serve(ctx, cfg, logger); err != nil {
 		logger.Error("coordinator failed", "error", err.Error())
