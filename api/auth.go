@@ -271,6 +271,7 @@ func (s *Server) authenticate() func(http.Handler) http.Handler {
 // requests auth refuses (401/403) goes before authenticate.
 func (s *Server) middleware() []func(http.Handler) http.Handler {
 	return []func(http.Handler) http.Handler{
+		s.traced(),      // trace.go: the request's span, from its traceparent
 		s.instrument(),  // metrics.go: counts refused requests too
 		s.limit(),       // limits.go: before auth, so that a flood of bad tokens is bounded too
 		s.crossOrigin(), // console.go: a forged browser request is refused whatever it carries

@@ -17,6 +17,7 @@ import (
 	"unicode"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/kafkatxn"
@@ -42,6 +43,8 @@ type Config struct {
 	// InstanceLease is the recovery loop's lease (COORDINATOR_INSTANCE_LEASE), which GET
 	// /v1/status compares heartbeats with; 0: not reported.
 	InstanceLease time.Duration
+	// Tracer opens every request's span (trace.go); nil: no traces.
+	Tracer trace.Tracer
 }
 
 // Deps are the services the handlers use. SQL and Kafka serve the admin views (Kafka is nil
@@ -155,6 +158,7 @@ func (s *Server) createTransaction(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
+	traceRequest(r, req.ID)
 	t, err := s.coord.Execute(r.Context(), req)
 	if err != nil {
 		return err

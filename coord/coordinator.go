@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config tunes a Coordinator.
@@ -30,6 +32,8 @@ type Config struct {
 	Fault func(FaultPoint)
 	// Observer receives phase timings and outcomes (metrics); nil: none.
 	Observer Observer
+	// Tracer starts each request's span (trace.go); nil: no traces, at no cost.
+	Tracer trace.Tracer
 	// Ownership says whether this instance holds its lock and with which epoch; every log
 	// write of a request is fenced by the epoch it started with. nil: epoch 0, always owned
 	// (tests without a lock).
@@ -84,6 +88,19 @@ func (c *Coordinator) Get(ctx context.Context, id string) (*Transaction, error) 
 // otherwise an *OutcomeError whose sentinel is ErrAborted, ErrInDoubt or ErrUnavailable (with
 // the transaction), or an error matching ErrInvalidRequest or ErrIDConflict.
 func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, error) {
+	if c.cfg.Tracer == nil {
+		return c.execute(ctx, req)
+	}
+	ctx, span := c.startRoot(ctx, SpanTransaction)
+	t, err := c.execute(ctx, req)
+	if t != nil {
+		span.SetAttributes(AttrState.String(string(t.State)))
+	}
+	EndSpan(span, err)
+	return t, err
+}
+
+func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, error) {
 	if err := req.Validate(c.cfg.Limits, c.sql.Has); err != nil {
 		return nil, err
 	}
@@ -116,6 +133,10 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 		OnePhase:   len(req.Kafka) == 0 && len(req.Databases()) == 1,
 		Digest:     req.Digest(),
 	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(AttrGID.String(t.GID), AttrRequestID.String(t.ID), AttrOnePhase.Bool(t.OnePhase),
+			AttrStatements.Int(len(req.SQL)), AttrRecords.Int(len(req.Kafka)))
+	}
 	// The SQL gids are known from the start and logged with the active row, so that recovery
 	// knows where to look for prepared transactions and marker rows of a request that crashed
 	// before prepared was logged.
@@ -136,8 +157,9 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 	}
 	defer c.inflight.Delete(t.GID)
 	start := time.Now()
-	stored, created, err := c.log.Begin(ctx, t)
-	c.observeSince(PhaseLogBegin, start)
+	bctx, st := c.step(ctx, PhaseLogBegin, SpanLogBegin)
+	stored, created, err := c.log.Begin(bctx, t)
+	st.end(err)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			// The request's own budget was too small to log it: the caller's choice, not an
@@ -185,6 +207,7 @@ func (c *Coordinator) fault(point FaultPoint) {
 
 // work is the state of one request's participants during the protocol.
 type work struct {
+	root     trace.Span // the request's span: the parent of the steps run on a fresh context
 	t        *Transaction
 	req      *Request
 	ktx      KafkaTxn
@@ -200,14 +223,14 @@ func (c *Coordinator) sqlGID(gid, database string) string { return SQLGIDFor(gid
 
 // run executes the protocol of docs/design.md section 2 for a fresh active row.
 func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*Transaction, error) {
-	w := &work{t: t, req: req}
+	w := &work{t: t, req: req, root: trace.SpanFromContext(ctx)}
 	onePhase := t.OnePhase
 
 	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently
 	// (docs/design.md section 2, step 2).
-	p1 := time.Now()
-	err := c.phase1(ctx, w, onePhase)
-	c.observeSince(PhasePhase1, p1)
+	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)
+	err := c.phase1(pctx, w, onePhase)
+	st.end(err)
 	if err != nil {
 		if errors.Is(err, ErrCommitUnknown) {
 			// The one database's COMMIT was sent and its answer lost: it may have committed.
@@ -229,9 +252,9 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 
 	if w.ktx == nil {
 		// No Kafka: the decision is the durable committing row.
-		lc := time.Now()
-		err := c.log.Transition(fctx, t, StateCommitting)
-		c.observeSince(PhaseLogCommitting, lc)
+		lctx, st := c.step(fctx, PhaseLogCommitting, SpanLogCommitting)
+		err := c.log.Transition(lctx, t, StateCommitting)
+		st.end(err)
 		if errors.Is(err, ErrMovedOn) {
 			return c.yield(fctx, w, fmt.Errorf("log committing: %w", err), false)
 		}
@@ -242,9 +265,10 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 	}
 
 	// I2: prepared, with the Kafka ids, is durable before EndTxn(commit) is sent.
-	lp := time.Now()
-	err = c.log.Prepared(fctx, t)
-	c.observeSince(PhaseLogPrepared, lp)
+	lctx, st := c.step(fctx, PhaseLogPrepared, SpanLogPrepared)
+	kafkaAttrs(st.span, t.Kafka.KafkaIDs)
+	err = c.log.Prepared(lctx, t)
+	st.end(err)
 	if errors.Is(err, ErrMovedOn) {
 		// Claimed by a resolver (or this instance lost its epoch): prepared is not logged, so
 		// nothing will commit; the stored state answers.
@@ -254,9 +278,13 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 		return c.inDoubt(w, fmt.Errorf("log prepared: %w", err))
 	}
 	c.fault(FaultAfterLogPrepared)
-	et := time.Now()
+	_, st = c.step(fctx, PhaseEndTxn, SpanEndTxn)
+	kafkaAttrs(st.span, t.Kafka.KafkaIDs)
 	commit, cause, err := c.decide(ctx, fctx, w)
-	c.observeSince(PhaseEndTxn, et)
+	if st.span.IsRecording() && err == nil {
+		st.span.SetAttributes(AttrDecision.String(decision(commit)))
+	}
+	st.end(err)
 	if err != nil {
 		return c.inDoubt(w, err)
 	}
@@ -310,13 +338,19 @@ func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase bool) error 
 	return nil
 }
 
-func (c *Coordinator) kafkaPhase1(ctx context.Context, w *work) error {
-	start := time.Now()
-	defer c.observeSince(PhaseKafka, start)
+func (c *Coordinator) kafkaPhase1(ctx context.Context, w *work) (err error) {
+	ctx, st := c.step(ctx, PhaseKafka, SpanKafka)
+	defer func() { st.end(err) }()
+	if st.span.IsRecording() {
+		st.span.SetAttributes(AttrRecords.Int(len(w.req.Kafka)))
+	}
 	ktx, err := c.kafka.Acquire(ctx)
-	c.observeSince(PhasePoolAcquire, start)
+	c.observeSince(PhasePoolAcquire, st.start)
 	if err != nil {
 		return err
+	}
+	if st.span.IsRecording() {
+		st.span.SetAttributes(AttrTransactionalID.String(ktx.TransactionalID()))
 	}
 	w.mu.Lock()
 	w.ktx = ktx
@@ -331,6 +365,7 @@ func (c *Coordinator) kafkaPhase1(ctx context.Context, w *work) error {
 	c.fault(FaultAfterKafkaFlush)
 	ks.PreparedState = ks.KafkaIDs.PreparedState()
 	w.t.Kafka = &ks
+	kafkaAttrs(st.span, ks.KafkaIDs)
 	return nil
 }
 
@@ -348,9 +383,12 @@ func (c *Coordinator) sqlPhase1(ctx context.Context, w *work, db string, onePhas
 		w.prepared = append(w.prepared, db)
 		w.mu.Unlock()
 	}
-	start := time.Now()
-	res, err := c.sql.Run(ctx, db, stmts, c.sqlGID(w.t.GID, db), onePhase, func() { c.fault(FaultAfterSQLWork) })
-	c.observeSince(PhaseSQL, start)
+	sctx, st := c.step(ctx, PhaseSQL, SpanSQL)
+	if st.span.IsRecording() {
+		st.span.SetAttributes(AttrDatabase.String(db), AttrStatements.Int(len(stmts)))
+	}
+	res, err := c.sql.Run(sctx, db, stmts, c.sqlGID(w.t.GID, db), onePhase, func() { c.fault(FaultAfterSQLWork) })
+	st.end(err)
 	if err != nil {
 		return err
 	}
@@ -389,9 +427,12 @@ func (c *Coordinator) decide(ctx, fctx context.Context, w *work) (commit bool, c
 // phase2 commits or rolls back every prepared SQL transaction following the decision, then
 // logs the final state (I4; the rules are finishSQL and mixedDetail, shared with recovery).
 func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause error) (*Transaction, error) {
-	start := time.Now()
-	mixed, failed := finishSQL(ctx, c.sql, w.t.SQLGIDs, commit)
-	c.observeSince(PhasePhase2, start)
+	pctx, st := c.step(ctx, PhasePhase2, SpanPhase2)
+	if st.span.IsRecording() {
+		st.span.SetAttributes(AttrDecision.String(decision(commit)))
+	}
+	mixed, failed := finishSQL(pctx, c.sql, w.t.SQLGIDs, commit)
+	st.end(failed)
 	if failed == nil && len(mixed) == 0 && commit {
 		c.fault(FaultAfterCommitPrepared)
 	}
@@ -422,7 +463,7 @@ const kafkaAbortTimeout = 3 * time.Second
 // abort rolls back every participant after a failure before the decision (presumed abort), and
 // logs the abort. Kafka is aborted before SQL gids are rolled back.
 func (c *Coordinator) abort(w *work, cause error) (*Transaction, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.FinishTimeout)
+	ctx, cancel := context.WithTimeout(w.traced(context.Background()), c.cfg.FinishTimeout)
 	defer cancel()
 	clean := c.rollback(ctx, w)
 	f := AsFailure(cause)
@@ -451,8 +492,8 @@ func (c *Coordinator) abort(w *work, cause error) (*Transaction, error) {
 // then every database where PREPARE may have been sent. clean=false: a gid may be left
 // prepared (recovery rolls it back).
 func (c *Coordinator) rollback(ctx context.Context, w *work) (clean bool) {
-	start := time.Now()
-	defer c.observeSince(PhaseAbort, start)
+	ctx, st := c.step(ctx, PhaseAbort, SpanAbort)
+	defer func() { st.end(nil) }()
 	clean = true
 	if w.ktx != nil {
 		// Bounded short: when Kafka is down the abort cannot get through, and it need not. The
@@ -530,7 +571,7 @@ func (c *Coordinator) yield(ctx context.Context, w *work, cause error, rolledBac
 }
 
 func (c *Coordinator) finish(w *work, to State, cause error) (*Transaction, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.FinishTimeout)
+	ctx, cancel := context.WithTimeout(w.traced(context.Background()), c.cfg.FinishTimeout)
 	defer cancel()
 	var f *Failure
 	if cause != nil {
@@ -547,9 +588,12 @@ func (c *Coordinator) finishWith(ctx context.Context, w *work, to State, f *Fail
 	if to == StateCommitted {
 		c.fault(FaultBeforeFinalLog)
 	}
-	start := time.Now()
-	err := c.log.Transition(ctx, w.t, to)
-	c.observeSince(PhaseLogFinal, start)
+	lctx, st := c.step(ctx, PhaseLogFinal, SpanLogFinal)
+	if st.span.IsRecording() {
+		st.span.SetAttributes(AttrState.String(string(to)))
+	}
+	err := c.log.Transition(lctx, w.t, to)
+	st.end(err)
 	var cause error
 	if f != nil {
 		cause = f

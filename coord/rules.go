@@ -62,7 +62,13 @@ func (r Rules) Resolve(ctx context.Context, t *Transaction, by Fence,
 	if !ok {
 		return t.State, fmt.Errorf("%s is %s: %w", t.GID, t.State, ErrMovedOn)
 	}
-	if err := r.Log.Claim(ctx, t, by, to); err != nil {
+	cctx, span := startSpan(ctx, SpanLogClaim)
+	if span.IsRecording() {
+		span.SetAttributes(AttrState.String(string(to)))
+	}
+	err := r.Log.Claim(cctx, t, by, to)
+	EndSpan(span, err)
+	if err != nil {
 		return t.State, err
 	}
 	final, detail, err := r.Decide(ctx, t)
@@ -73,7 +79,14 @@ func (r Rules) Resolve(ctx context.Context, t *Transaction, by Fence,
 		detail = reword(final, detail)
 	}
 	t.Error = detail
-	if err := r.Log.Transition(ctx, t, final); err != nil {
+	fctx, span := startSpan(ctx, SpanLogFinal)
+	if span.IsRecording() {
+		span.SetAttributes(AttrState.String(string(final)))
+		spanDetail(span, detail)
+	}
+	err = r.Log.Transition(fctx, t, final)
+	EndSpan(span, err)
+	if err != nil {
 		return t.State, err
 	}
 	return final, nil
@@ -132,7 +145,16 @@ func (r Rules) resumePrepared(ctx context.Context, t *Transaction) (State, *Erro
 	if r.Kafka == nil {
 		return "", nil, errors.New("a prepared transaction needs Kafka, and none is configured")
 	}
-	err := r.Kafka.EndTxn(ctx, t.Kafka.KafkaIDs, true)
+	ectx, span := startSpan(ctx, SpanEndTxn)
+	kafkaAttrs(span, t.Kafka.KafkaIDs)
+	err := r.Kafka.EndTxn(ectx, t.Kafka.KafkaIDs, true)
+	switch {
+	case err == nil && span.IsRecording():
+		span.SetAttributes(AttrDecision.String(decision(true)))
+	case errors.Is(err, ErrKafkaAborted) && span.IsRecording():
+		span.SetAttributes(AttrDecision.String(decision(false)))
+	}
+	EndSpan(span, err)
 	switch {
 	case err == nil:
 		return r.phase2(ctx, t, true, nil)
@@ -203,12 +225,17 @@ func finishSQL(ctx context.Context, sql SQL, gids []SQLGID, commit bool) (mixed 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			sctx, span := startSpan(ctx, SpanSQLPhase2)
+			if span.IsRecording() {
+				span.SetAttributes(AttrDatabase.String(g.Database), AttrDecision.String(decision(commit)))
+			}
 			var err error
 			if commit {
-				err = sql.CommitPrepared(ctx, g.Database, g.GID)
+				err = sql.CommitPrepared(sctx, g.Database, g.GID)
 			} else {
-				err = sql.RollbackPrepared(ctx, g.Database, g.GID)
+				err = sql.RollbackPrepared(sctx, g.Database, g.GID)
 			}
+			EndSpan(span, err)
 			if err == nil {
 				return
 			}

@@ -46,9 +46,14 @@ func (t *Txn) Begin(ctx context.Context, recs []coord.Record) error {
 	t.began = true
 	t.offsets = make([]coord.RecordOffset, len(recs))
 	t.writers = make([]writer, len(recs))
+	traced := traceHeaders(ctx)
 	for i, r := range recs {
 		t.wg.Add(1)
-		t.p.cl.Produce(ctx, toKgo(r), func(kr *kgo.Record, err error) {
+		kr := toKgo(r)
+		if traced != nil && !hasTraceParent(r) {
+			kr.Headers = append(kr.Headers, traced...)
+		}
+		t.p.cl.Produce(ctx, kr, func(kr *kgo.Record, err error) {
 			defer t.wg.Done()
 			t.mu.Lock()
 			defer t.mu.Unlock()

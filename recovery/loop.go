@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/sqltxn"
@@ -44,6 +46,8 @@ type Config struct {
 	// OwnerCheck is how often the instance lock's session is checked (at most Interval).
 	OwnerCheck time.Duration
 	Logger     *slog.Logger
+	// Tracer starts each pass's span (trace.go); nil: no traces.
+	Tracer trace.Tracer
 }
 
 func (c *Config) defaults() {
@@ -182,7 +186,9 @@ func (l *Loop) Totals() Stats {
 func (l *Loop) RunOnce(ctx context.Context) (Stats, error) {
 	l.passes.Add(1)
 	var st Stats
+	ctx, span := l.startPass(ctx)
 	err := l.runOnce(ctx, &st)
+	endPass(span, st, err)
 	if err != nil {
 		l.failures.Add(1)
 	}

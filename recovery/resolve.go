@@ -29,7 +29,11 @@ func (l *Loop) resolve(ctx context.Context, t *coord.Transaction, own bool) erro
 // resolveWith is resolve with a hook that may reword the outcome's error detail before it is
 // logged (an operator's abort says who aborted it; retry.go).
 func (l *Loop) resolveWith(ctx context.Context, t *coord.Transaction, own bool,
-	reword func(coord.State, *coord.ErrorDetail) *coord.ErrorDetail) error {
+	reword func(coord.State, *coord.ErrorDetail) *coord.ErrorDetail) (err error) {
+	ctx, span := coord.StartSpan(ctx, SpanResolve)
+	coord.TransactionAttrs(span, t)
+	var to coord.State
+	defer func() { endResolve(span, to, err) }()
 	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	// The caller checked that no request of this process runs the transaction; the row read
@@ -49,7 +53,7 @@ func (l *Loop) resolveWith(ctx context.Context, t *coord.Transaction, own bool,
 	if err != nil {
 		return err // this instance cannot write: its lock is being claimed again
 	}
-	to, err := l.rules().Resolve(rctx, t, by, reword)
+	to, err = l.rules().Resolve(rctx, t, by, reword)
 	if errors.Is(err, coord.ErrMovedOn) {
 		return errMovedOn
 	}

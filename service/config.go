@@ -77,6 +77,9 @@ type Config struct {
 	Topics         []string          // COORDINATOR_TOPICS: allowlist of topics ("prefix*" matches a prefix)
 	KafkaTLS       KafkaTLS          // KAFKA_TLS, KAFKA_TLS_*
 	KafkaSASL      KafkaSASL         // KAFKA_SASL_*
+	// OTLPEndpoint is the OTLP/HTTP collector traces go to (COORDINATOR_OTLP_ENDPOINT); empty:
+	// no traces (trace.go).
+	OTLPEndpoint string
 }
 
 // Defaults returns the configuration with nothing set.
@@ -242,6 +245,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Sprintf("COORDINATOR_SHUTDOWN_TIMEOUT=%s: at least 100ms", c.ShutdownTimeout))
 	}
 	errs = append(errs, c.validateSecurity()...)
+	errs = append(errs, c.validateTracing()...)
 	if c.Fault != "" {
 		if _, err := coord.ParseFaultPoint(c.Fault); err != nil {
 			errs = append(errs, "COORDINATOR_FAULT: "+err.Error())

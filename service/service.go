@@ -40,6 +40,9 @@ type Service struct {
 	Ownership *recovery.Ownership
 	logger    *slog.Logger
 	tls       *tls.Config // the API's (COORDINATOR_TLS_*); nil: plain HTTP
+	// traceShutdown flushes and stops the trace provider the service made (trace.go); nil:
+	// none, or one the caller injected.
+	traceShutdown func(context.Context) error
 
 	// closeWait > 0: a shutdown abandoned requests at its bound (Serve); Close then waits at
 	// most this long, since those requests may still hold connections.
@@ -48,7 +51,7 @@ type Service struct {
 
 // Open checks the configuration and the dependencies, migrates the log and starts the
 // participants. Every refusal names the setting or dependency at fault.
-func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error) {
+func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) (*Service, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -67,6 +70,15 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 			s.Close()
 		}
 	}()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	tracer, shutdown, err := cfg.tracer(ctx, o, logger)
+	if err != nil {
+		return nil, err
+	}
+	s.traceShutdown = shutdown
 
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
@@ -158,6 +170,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		Logger:         logger,
 		Fault:          faultHook(cfg.Fault, logger),
 		Observer:       s.Metrics,
+		Tracer:         tracer,
 	}, s.Log, kafka, s.SQL)
 
 	s.Recovery = recovery.New(recovery.Config{
@@ -171,6 +184,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 		TakeoverGuard:   cfg.MaxTimeout + cfg.FinishTimeout,
 		MarkerAge:       cfg.MarkerAge,
 		Logger:          logger,
+		Tracer:          tracer,
 	}, s.Ownership, s.Log, s.SQL, s.Kafka, s.Coord)
 	// Startup pass: every in-doubt transaction of this instance is resolved (or scheduled) before
 	// the first request is served.
@@ -179,7 +193,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Service, error
 			"resolved", st.Resolved, "failed", st.Failed)
 	}
 	s.API = api.NewServer(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
-		MaxBodyMemory: cfg.MaxBodyMemory, Logger: logger, Tokens: cfg.Tokens, InstanceLease: cfg.InstanceLease},
+		MaxBodyMemory: cfg.MaxBodyMemory, Logger: logger, Tokens: cfg.Tokens, InstanceLease: cfg.InstanceLease,
+		Tracer: tracer},
 		api.Deps{Coord: s.Coord, Log: s.Log, Recovery: s.Recovery, SQL: s.SQL, Kafka: s.Kafka, Metrics: s.Metrics})
 	s.Metrics.WatchRecovery(s.Recovery)
 	if s.Kafka != nil {
@@ -383,5 +398,12 @@ func (s *Service) close() {
 	if s.Log != nil {
 		s.Log.Close()
 		s.Log.Pool().Close()
+	}
+	if s.traceShutdown != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+		defer cancel()
+		if err := s.traceShutdown(ctx); err != nil {
+			s.logger.Warn("traces not all exported at shutdown", "error", err)
+		}
 	}
 }

@@ -74,6 +74,8 @@ type envOpts struct {
 	brokers []string
 	// replicationFactor of the test's topics (0: 1).
 	replicationFactor int16
+	// serviceOpts are passed to service.Open (newEnv).
+	serviceOpts []service.Option
 }
 
 // dsnWithSchema puts the schema first on the search_path of every connection.
@@ -116,7 +118,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	e := newStore(t, o)
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	svc, err := service.Open(ctx, e.cfg, logger)
+	svc, err := service.Open(ctx, e.cfg, logger, o.serviceOpts...)
 	require.NoError(t, err)
 	e.svc = svc
 	e.srv = httptest.NewServer(svc.Handler())

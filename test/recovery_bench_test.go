@@ -80,7 +80,12 @@ func makeInDoubt(b *testing.B, e *env, n int) {
 func prepareOne(ctx context.Context, e *env, id string) error {
 	gid := e.svc.Coord.GID(id)
 	sqlGID := coord.SQLGIDFor(gid, coord.DefaultDatabase)
+	fence, err := e.svc.Ownership.Fence()
+	if err != nil {
+		return err
+	}
 	t := &coord.Transaction{ID: id, GID: gid, Instance: e.cfg.Instance, State: coord.StateActive,
+		Owner: fence.Instance, OwnerEpoch: fence.Epoch,
 		Digest: []byte(id), SQLGIDs: []coord.SQLGID{{Database: coord.DefaultDatabase, GID: sqlGID}}}
 	if _, _, err := e.svc.Log.Begin(ctx, t); err != nil {
 		return err
