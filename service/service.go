@@ -297,17 +297,21 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		"shutdown_timeout", bound.String(), "in_flight", len(s.Coord.InFlightGIDs()))
 
 	err := shutdownBy(srv, deadline.Add(-grace))
+	var states <-chan leftStates
 	if err != nil {
 		gids := s.Coord.InFlightGIDs()
 		s.logger.Warn("shutdown bound near: cancelling the requests in flight (before its decision a transaction aborts)",
 			"in_flight", len(gids), "gids", gids)
+		// Their logged states are read now, while there is time, for the log line at the
+		// bound: the tail alone is too short for a read on a busy machine.
+		states = s.readStates(gids, deadline.Add(-tail/2))
 		cancelRequests()
 		err = shutdownBy(srv, deadline.Add(-tail))
 	}
 	if err != nil {
 		_ = srv.Close()
 		s.closeWait.Store(int64(max(tail/2, 10*time.Millisecond)))
-		s.logLeft(s.Coord.InFlightGIDs(), max(tail/2, 10*time.Millisecond))
+		s.logLeft(s.Coord.InFlightGIDs(), states)
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
@@ -338,16 +342,36 @@ func (s *Service) recoveryDone() <-chan struct{} {
 	return done
 }
 
-// logLeft says which transactions a shutdown abandoned, with their logged state, for the
-// operator: recovery resolves them at the next start.
-func (s *Service) logLeft(gids []string, within time.Duration) {
+// leftStates is the logged state of the requests a shutdown cancelled.
+type leftStates struct {
+	states map[string]coord.State
+	err    error
+}
+
+// readStates reads the logged states of gids until the deadline, in the background.
+func (s *Service) readStates(gids []string, deadline time.Time) <-chan leftStates {
+	out := make(chan leftStates, 1)
+	go func() {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		st, err := s.Log.States(ctx, gids)
+		out <- leftStates{st, err}
+	}()
+	return out
+}
+
+// logLeft says which transactions a shutdown abandoned, with their logged state (read when
+// they were cancelled), for the operator: recovery resolves them at the next start.
+func (s *Service) logLeft(gids []string, read <-chan leftStates) {
 	if len(gids) == 0 {
 		s.logger.Warn("shutdown bound reached: connections closed; no transaction was left in flight")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	states, err := s.Log.States(ctx, gids)
+	r := leftStates{err: errors.New("not read")}
+	if read != nil {
+		r = <-read // bounded by its own deadline
+	}
+	states, err := r.states, r.err
 	left := make([]string, len(gids))
 	for i, g := range gids {
 		st, ok := states[g]
