@@ -2,10 +2,6 @@ package sqltxn
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
-	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -13,45 +9,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/internal/pgtest"
 )
 
 // testDatabases opens the participant on a fresh schema of the real PostgreSQL (DATABASE_URL),
 // with one connection, so that every Run reuses the same session unless it was discarded.
 func testDatabases(t *testing.T, o Options) (*Databases, *pgx.Conn, string) {
 	t.Helper()
-	dsn := os.Getenv("DATABASE_URL")
-	if dsn == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("DATABASE_URL is not set: CI must run scripts/test.sh, which starts PostgreSQL")
-		}
-		t.Skip("DATABASE_URL is not set: run `bash scripts/test.sh` to test against a real PostgreSQL")
-	}
 	ctx := context.Background()
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	schema := "s" + hex.EncodeToString(b)
-	admin, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
+	schema, dsn, admin := pgtest.Schema(t)
 	t.Cleanup(func() {
 		rows, _ := admin.Query(ctx, "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE $1", schema+"%")
 		gids, _ := pgx.CollectRows(rows, pgx.RowTo[string])
 		for _, g := range gids {
 			_, _ = admin.Exec(ctx, "ROLLBACK PREPARED "+quoteGID(g))
 		}
-		_, _ = admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-		_ = admin.Close(ctx)
 	})
-	_, err = admin.Exec(ctx, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".orders (id text PRIMARY KEY)")
+	_, err := admin.Exec(ctx, "CREATE TABLE "+schema+".orders (id text PRIMARY KEY)")
 	require.NoError(t, err)
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
 	if o.MaxConns == 0 {
 		o.MaxConns = 1
 	}
-	d, err := Open(ctx, map[string]string{"default": u.String()}, o)
+	d, err := Open(ctx, map[string]string{"default": dsn}, o)
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	return d, admin, schema
@@ -112,6 +91,7 @@ func TestRunGuardCatchesLeftTransaction(t *testing.T) {
 func TestRunAsStatementRole(t *testing.T) {
 	t.Parallel()
 	d0, admin, schema := testDatabases(t, Options{})
+	dsn := d0.dbs["default"].pool.Config().ConnString()
 	d0.Close()
 	ctx := context.Background()
 	role := schema + "_client"
@@ -119,11 +99,7 @@ func TestRunAsStatementRole(t *testing.T) {
 		"; GRANT SELECT, INSERT ON "+schema+".orders TO "+role)
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP OWNED BY "+role+"; DROP ROLE "+role) })
-	u, _ := url.Parse(os.Getenv("DATABASE_URL"))
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	d, err := Open(ctx, map[string]string{"default": u.String()}, Options{MaxConns: 1, StatementRole: role})
+	d, err := Open(ctx, map[string]string{"default": dsn}, Options{MaxConns: 1, StatementRole: role})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 
@@ -137,9 +113,9 @@ func TestRunAsStatementRole(t *testing.T) {
 	// A role that could write the marker table is refused at startup.
 	_, err = admin.Exec(ctx, "GRANT DELETE ON "+schema+".coordinator_markers TO "+role)
 	require.NoError(t, err)
-	_, err = Open(ctx, map[string]string{"default": u.String()}, Options{StatementRole: role})
+	_, err = Open(ctx, map[string]string{"default": dsn}, Options{StatementRole: role})
 	require.ErrorIs(t, err, ErrStatementRole)
-	_, err = Open(ctx, map[string]string{"default": u.String()}, Options{StatementRole: schema + "_nobody"})
+	_, err = Open(ctx, map[string]string{"default": dsn}, Options{StatementRole: schema + "_nobody"})
 	require.ErrorIs(t, err, ErrStatementRole)
 }
 

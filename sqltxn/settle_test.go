@@ -2,10 +2,6 @@ package sqltxn_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
-	"os"
 	"testing"
 	"time"
 
@@ -14,40 +10,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/internal/pgtest"
 	"github.com/kpgtx/coordinator/sqltxn"
 )
 
 // openSchema opens the participant on a schema of its own on DATABASE_URL.
 func openSchema(t *testing.T) (*sqltxn.Databases, string) {
 	t.Helper()
-	dsn := os.Getenv("DATABASE_URL")
-	if dsn == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("DATABASE_URL is not set: CI must run scripts/test.sh, which starts PostgreSQL")
-		}
-		t.Skip("DATABASE_URL is not set: run `bash scripts/test.sh` (or `eval \"$(bash scripts/services.sh env)\"`) to test against PostgreSQL")
-	}
 	ctx := context.Background()
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	schema := "s" + hex.EncodeToString(b)
-	admin, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE SCHEMA "+schema)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		_ = admin.Close(context.Background())
-	})
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	d, err := sqltxn.Open(ctx, map[string]string{"default": u.String()}, sqltxn.Options{MaxConns: 4})
+	_, dsn, _ := pgtest.Schema(t)
+	d, err := sqltxn.Open(ctx, map[string]string{"default": dsn}, sqltxn.Options{MaxConns: 4})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
-	return d, u.String()
+	return d, dsn
 }
 
 // SettleOnePhase decides from evidence: a committed marker is committed; a transaction still

@@ -2,50 +2,24 @@ package txlog_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/internal/pgtest"
 	"github.com/kpgtx/coordinator/txlog"
 )
 
 // newLog migrates a log into a schema of its own on DATABASE_URL.
 func newLog(t *testing.T) (*txlog.Log, *pgxpool.Pool) {
 	t.Helper()
-	dsn := os.Getenv("DATABASE_URL")
-	if dsn == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("DATABASE_URL is not set: CI must run scripts/test.sh, which starts PostgreSQL")
-		}
-		t.Skip("DATABASE_URL is not set: run `bash scripts/test.sh` (or `eval \"$(bash scripts/services.sh env)\"`) to test against PostgreSQL")
-	}
 	ctx := context.Background()
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	schema := "x" + hex.EncodeToString(b)
-	admin, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE SCHEMA "+schema)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		_ = admin.Close(context.Background())
-	})
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	pool, err := pgxpool.New(ctx, u.String())
+	_, dsn, _ := pgtest.Schema(t)
+	pool, err := pgxpool.New(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	l := txlog.New(pool, txlog.Options{GroupCommit: true})
