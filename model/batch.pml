@@ -21,6 +21,13 @@
  *   M_RELEASE_FIRST_FINAL   the shared id goes back to the pool when the first member is final
  *   M_ONE_BY_ONE            members are logged prepared one by one, and EndTxn is sent after
  *                           the first member's write
+ *   M_RELEASE_PER_MEMBER    recovery gives a batch's quarantined id back when it resolves the
+ *                           first member that remembered it (finding B1)
+ *
+ * Probes (each must be violated, showing the path is reachable, so the checks are not vacuous):
+ *   PROBE_SHARED_COMMIT     a member of a batch of two commits (200)
+ *   PROBE_REPRODUCE         a member re-produced after another member's record failed commits
+ *   PROBE_GROUP_RECOVERY    recovery commits two rows with one EndTxn by their shared ids
  */
 
 #ifndef NR
@@ -115,6 +122,8 @@ byte bmem;                /* its members so far (mask) */
 #define A_ABORT 2
 #define A_DOUBT 3
 byte ans[NG];
+
+bit  reprod;              /* probe: a batch was re-produced after a record failed */
 
 byte nf;
 #define FAULT (nf < MAXF) -> nf++
@@ -215,6 +224,16 @@ inline release(k, keep) {
 #define CAS(g, s) (row[g] == (s) && FENCE_OK)
 #define ID_IN_DOUBT(k) ((rowk[0] == k && INDOUBT(row[0])) || (rowk[1] == k && INDOUBT(row[1])) || (rowk[2] == k && INDOUBT(row[2])))
 
+/* Coordinator.TakeQuarantined for a shared id (finding B1, docs/batching.md): the id left
+ * quarantined by a batch in doubt goes back only when no member still remembers it; releasing
+ * it at the first member's resolution lets a later member's stale entry release it again
+ * after it served another batch (M_RELEASE_PER_MEMBER) */
+#ifdef M_RELEASE_PER_MEMBER
+#define QUAR_NAMES(k) false
+#else
+#define QUAR_NAMES(k) (quar[0] == k || quar[1] == k || quar[2] == k)
+#endif
+
 /* the batch's prepared write: one statement, all members or none (txlog group commit) */
 #define ALLACTIVE(m) ((((m) & 1) == 0 || row[0] == L_ACTIVE) && (((m) & 2) == 0 || row[1] == L_ACTIVE) && (((m) & 4) == 0 || row[2] == L_ACTIVE))
 inline log_prepared(m) {
@@ -314,7 +333,7 @@ produce:
 			fi;
 			inflight[i] = 0; m = m & ~BIT(i); i = 0 }
 		if
-		:: m != 0 -> goto produce
+		:: m != 0 -> reprod = 1; goto produce
 		:: else -> atomic { LIVE -> release(k, 1) }; goto done
 		fi
 	fi;
@@ -374,7 +393,14 @@ produce:
 			:: atomic { LIVE && CAS(i, L_PREPARED) ->
 				if
 				:: h -> row[i] = L_HMIXED; ans[i] = A_DOUBT
-				:: !h && r == R_OK -> row[i] = L_COMMITTED; assert(SC(i) && KC(i)); ans[i] = A_OK
+				:: !h && r == R_OK -> row[i] = L_COMMITTED; assert(SC(i) && KC(i)); ans[i] = A_OK;
+#ifdef PROBE_SHARED_COMMIT
+					assert(m == BIT(i));
+#endif
+#ifdef PROBE_REPRODUCE
+					assert(!reprod);
+#endif
+					skip
 				:: !h && r != R_OK -> row[i] = L_ABORTED; ans[i] = A_ABORT
 				fi;
 				check(i) }
@@ -487,6 +513,9 @@ inline resolve(g) {
 		:: atomic { k_endtxn_commit(k, e, r) }
 		:: atomic { FAULT -> r = R_UNCLEAR }
 		fi;
+#ifdef PROBE_GROUP_RECOVERY
+		assert(!(r == R_OK && gm != BIT(g)));
+#endif
 		left = gm;
 		do
 		:: left == 0 -> break
@@ -526,7 +555,7 @@ inline resolve(g) {
 			k = quar[i]; quar[i] = NONE;
 			if :: k == NONE -> k = rowk[i] :: else fi;
 			if
-			:: k != NONE && pool[k] == P_QUAR && !ID_IN_DOUBT(k) -> k_init(k); broken[k] = 0; pool[k] = P_FREE
+			:: k != NONE && pool[k] == P_QUAR && !ID_IN_DOUBT(k) && !QUAR_NAMES(k) -> k_init(k); broken[k] = 0; pool[k] = P_FREE
 			:: else
 			fi
 		od;

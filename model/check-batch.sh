@@ -103,6 +103,12 @@ if [[ "${MODEL_FULL:-0}" == 1 ]]; then
   run batch-pool-of-two safety pass -DNR=3 -DNK=2 -DMAXF=1
 fi
 
+# Probes: each path must be reachable (SPIN must reach the probe's assert), so the checks above
+# are not vacuous.
+run reach-shared-commit bfs violation -DNR=2 -DNK=1 -DMAXF=0 -DPROBE_SHARED_COMMIT
+run reach-reproduce bfs violation -DNR=2 -DNK=1 -DMAXF=1 -DPROBE_REPRODUCE
+run reach-group-recovery bfs violation -DNR=2 -DNK=1 -DMAXF=1 -DPROBE_GROUP_RECOVERY
+
 # Mutants: each must be caught.
 run M_JOIN_BEFORE_PREPARED bfs violation -DNR=2 -DNK=1 -DMAXF=0 -DM_JOIN_BEFORE_PREPARED
 run M_RELEASE_FIRST_FINAL bfs violation -DNR=3 -DNK=1 -DMAXF=0 -DM_RELEASE_FIRST_FINAL
