@@ -3,9 +3,10 @@
 # transaction, issue 10, docs/batching.md) with SPIN: every check of the design must find no
 # violation, and every mutant must make SPIN find one. Exits non-zero otherwise.
 #
-#   bash model/check-batch.sh              the checks below (about two minutes on 2 cores)
-#   MODEL_FULL=1 bash model/check-batch.sh adds the pool of two ids with three requests
-#                                          (about one more minute, 2 GB)
+#   bash model/check-batch.sh              the checks below (about two and a half minutes on 2 cores)
+#   MODEL_FULL=1 bash model/check-batch.sh adds the pool of two ids with three requests and
+#                                          three requests with two faults (about 5 more
+#                                          minutes, 5 GB)
 #
 # Method as model/check.sh: exhaustive state-space search with partial-order reduction (SPIN's
 # default) and COLLAPSE state compression on bounded instances (the -D flags of each check);
@@ -37,7 +38,9 @@ elapsed() { sed -n 's/^pan: elapsed time \([0-9.e+]*\).*/\1/p' "$1" | head -1; }
 errors() { sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$1" | head -1; }
 
 # run NAME MODE EXPECT DEFINES...
-#   MODE: safety | bfs | liveness     EXPECT: pass | violation
+#   MODE: safety | bfs | dfs | liveness     EXPECT: pass | violation
+#   (dfs: a mutant whose breadth-first search does not fit in memory; its counterexample is
+#   not the shortest)
 run() {
   local name=$1 mode=$2 expect=$3
   shift 3
@@ -48,6 +51,7 @@ run() {
   case $mode in
     safety) cc+=(-O1 -DSAFETY -DNOFAIR -DCOLLAPSE); pan+=(-E -m200000 -w26) ;;
     bfs) cc+=(-O0 -DSAFETY -DNOFAIR -DBFS -DCOLLAPSE); pan+=(-E -w24) ;;
+    dfs) cc+=(-O1 -DSAFETY -DNOFAIR -DCOLLAPSE); pan+=(-E -m200000 -w26) ;;
     liveness) cc+=(-O1 -DCOLLAPSE -DNFAIR=3); pan+=(-a -f -m200000 -w24 -N resolved) ;;
   esac
   local defs=("$@")
@@ -101,6 +105,8 @@ run batch-three-reuse safety pass -DNR=3 -DNK=1 -DMAXF=1
 if [[ "${MODEL_FULL:-0}" == 1 ]]; then
   #   three requests, two ids: two batches at once
   run batch-pool-of-two safety pass -DNR=3 -DNK=2 -DMAXF=1
+  #   three requests on one id, two faults (finding B1 needs this much)
+  run batch-three-reuse-2faults safety pass -DNR=3 -DNK=1 -DMAXF=2
 fi
 
 # Probes: each path must be reachable (SPIN must reach the probe's assert), so the checks above
@@ -113,6 +119,9 @@ run reach-group-recovery bfs violation -DNR=2 -DNK=1 -DMAXF=1 -DPROBE_GROUP_RECO
 run M_JOIN_BEFORE_PREPARED bfs violation -DNR=2 -DNK=1 -DMAXF=0 -DM_JOIN_BEFORE_PREPARED
 run M_RELEASE_FIRST_FINAL bfs violation -DNR=3 -DNK=1 -DMAXF=0 -DM_RELEASE_FIRST_FINAL
 run M_ONE_BY_ONE bfs violation -DNR=2 -DNK=1 -DMAXF=1 -DM_ONE_BY_ONE
+#   finding B1: needs three requests and two faults; breadth-first does not fit, depth-first
+#   finds one in about 40 s (1.7 GB)
+run M_RELEASE_PER_MEMBER dfs violation -DNR=3 -DNK=1 -DMAXF=2 -DSQLFAIL=0 -DM_RELEASE_PER_MEMBER
 
 echo "== model: total $((SECONDS - total_start))s" >&2
 if ((${#failed[@]})); then
