@@ -157,13 +157,7 @@ func testNetFaultKafka(t *testing.T, b *proxiedBroker, class string) {
 			time.Sleep(4 * time.Second)
 		}
 	}
-	healed := time.Now()
-	l.finish(t, healed, 5)
-	routed()
-	faults := l.report(t)
-	l.checkPartitionsHeld(t)
-	tally := l.verify(t)
-	tally.faults = faults
+	tally := l.conclude(t, routed)
 	e.checkHangingRepaired(t, n.base)
 	t.Logf("Kafka %s: %s; test took %s", class, tally, time.Since(began).Round(time.Second))
 }

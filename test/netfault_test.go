@@ -92,13 +92,7 @@ func testNetFaultPostgres(t *testing.T, class string) {
 		}
 		time.Sleep(1500 * time.Millisecond)
 	}
-	healed := time.Now()
-	l.finish(t, healed, 5)
-	routed()
-	faults := l.report(t)
-	l.checkPartitionsHeld(t)
-	tally := l.verify(t)
-	tally.faults = faults
+	tally := l.conclude(t, routed)
 	t.Logf("PostgreSQL %s: %s; test took %s", class, tally, time.Since(began).Round(time.Second))
 }
 

@@ -239,6 +239,20 @@ func (l *faultLoad) finish(t *testing.T, healed time.Time, minOK int) {
 // checkPartitionsHeld checks that the proxies really stood between the coordinator and the
 // services: no request sent for the first time during a partition, and answered before it
 // healed, committed if it needed a partitioned service.
+// conclude ends a fault test's load once the faults have healed: it waits for requests to
+// succeed again, checks the routing once more (routed), reports the fault windows, checks that
+// nothing committed inside a partition, and verifies both sides.
+func (l *faultLoad) conclude(t *testing.T, routed func()) netTally {
+	t.Helper()
+	l.finish(t, time.Now(), 5)
+	routed()
+	faults := l.report(t)
+	l.checkPartitionsHeld(t)
+	tally := l.verify(t)
+	tally.faults = faults
+	return tally
+}
+
 func (l *faultLoad) checkPartitionsHeld(t *testing.T) {
 	t.Helper()
 	l.mu.Lock()
