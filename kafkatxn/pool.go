@@ -266,10 +266,26 @@ func (p *Pool) release(pr *producer, keep bool) {
 			p.quarantine(pr.id)
 			return
 		}
-		pr = npr
+		// Initialise the new client now rather than at its first transaction: its
+		// InitProducerId aborts what the broken client left open (an abort that did not get
+		// through), which otherwise holds read_committed consumers of those partitions back
+		// until the Kafka transaction timeout. Off the caller's path; the id is free again
+		// once done (a failed init is retried by the client's first transaction).
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), reinitTimeout)
+			defer cancel()
+			if _, _, err := npr.cl.ProducerID(ctx); err != nil {
+				p.cfg.Logger.Warn("re-initialising a transactional id failed; its first transaction retries", "transactional_id", npr.id, "error", err)
+			}
+			p.free <- npr
+		}()
+		return
 	}
 	p.free <- pr
 }
+
+// reinitTimeout bounds the eager InitProducerId of a recreated client.
+const reinitTimeout = 10 * time.Second
 
 func (p *Pool) quarantine(id string) {
 	p.mu.Lock()
