@@ -8,14 +8,23 @@
 #                        coordinator, PostgreSQL and the Kafka broker (from /proc)
 #   BenchmarkRecovery    one recovery pass over in-doubt transactions, parallel vs serial
 # Extra arguments go to go test (e.g. -count=3). BENCHTIME (default 3s) sets -benchtime of the
-# throughput benchmark.
+# throughput benchmark. PPROF_SECONDS=N profiles the coordinator process over the first N seconds
+# of its c=64 run (keep BENCHTIME longer) and prints the profile's top entries; the profile is
+# kept as test/artifacts/coordinator-c64.pprof (go tool pprof -http=: <file>).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/services.sh start >/dev/null
 eval "$(bash scripts/services.sh env)"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-env -u TEST_KAFKA go test ./test -run '^$' -bench 'BenchmarkThroughput' -benchtime "${BENCHTIME:-3s}" -timeout 30m "$@" | tee "$out"
+profile=""
+if [ -n "${PPROF_SECONDS:-}" ]; then
+  mkdir -p test/artifacts
+  profile=$PWD/test/artifacts/coordinator-c64.pprof
+  rm -f "$profile"
+fi
+env -u TEST_KAFKA BENCH_PPROF_SECONDS="${PPROF_SECONDS:-}" BENCH_PPROF_FILE="$profile" \
+  go test ./test -run '^$' -bench 'BenchmarkThroughput' -benchtime "${BENCHTIME:-3s}" -timeout 30m "$@" | tee "$out"
 
 # One table: a row per variant and concurrency, ratios against the dual write of the same c.
 awk '
@@ -37,5 +46,11 @@ END {
       v[n, c, "cpu-coord-ms/txn"], v[n, c, "cpu-pg-ms/txn"], v[n, c, "cpu-kafka-ms/txn"]
   }
 }' "$out"
+
+if [ -n "$profile" ] && [ -s "$profile" ]; then
+  echo
+  echo "coordinator CPU profile at c=64 ($profile), top entries by own time:"
+  go tool pprof -top -nodecount=35 "$profile" 2>/dev/null | sed -n "1,45p"
+fi
 
 env -u TEST_KAFKA go test ./test -run '^$' -bench 'BenchmarkRecovery' -benchtime 1x -timeout 30m "$@"

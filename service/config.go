@@ -19,10 +19,13 @@ type Config struct {
 	Databases   map[string]string // COORDINATOR_DATABASES: more databases, "name=dsn;name2=dsn2"
 	Brokers     []string          // KAFKA_BROKERS, comma-separated; empty: SQL only
 	Listen      string            // COORDINATOR_LISTEN
-	Instance    string            // COORDINATOR_INSTANCE: stable id of this instance (hostname)
-	GIDPrefix   string            // COORDINATOR_GID_PREFIX
-	TxnIDPrefix string            // KAFKA_TRANSACTIONAL_ID_PREFIX
-	PoolSize    int               // KAFKA_POOL_SIZE: transactional ids (= concurrent Kafka transactions)
+	// PprofListen serves net/http/pprof on a loopback address (COORDINATOR_PPROF_LISTEN);
+	// empty: off.
+	PprofListen string
+	Instance    string // COORDINATOR_INSTANCE: stable id of this instance (hostname)
+	GIDPrefix   string // COORDINATOR_GID_PREFIX
+	TxnIDPrefix string // KAFKA_TRANSACTIONAL_ID_PREFIX
+	PoolSize    int    // KAFKA_POOL_SIZE: transactional ids (= concurrent Kafka transactions)
 	// KafkaTxnTimeout is the producer's transaction.timeout.ms (KAFKA_TRANSACTION_TIMEOUT).
 	KafkaTxnTimeout time.Duration
 	DefaultTimeout  time.Duration // COORDINATOR_DEFAULT_TIMEOUT: budget of a request without timeout_ms

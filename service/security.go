@@ -62,6 +62,13 @@ func (c Config) validateSecurity() []string {
 				"(say, behind a proxy that terminates TLS) to serve plain HTTP anyway", c.Listen))
 		}
 	}
+	if c.PprofListen != "" {
+		// The profiler shows memory and goroutines (statements, tokens in flight): never beyond
+		// the machine.
+		if host, _, err := net.SplitHostPort(c.PprofListen); err != nil || !IsLoopback(host) {
+			errs = append(errs, fmt.Sprintf("COORDINATOR_PPROF_LISTEN=%q: want a loopback host:port, like 127.0.0.1:6060 (the profiler is never served to other machines)", c.PprofListen))
+		}
+	}
 	if (c.APITLS.CertFile == "") != (c.APITLS.KeyFile == "") {
 		errs = append(errs, "COORDINATOR_TLS_CERT_FILE and COORDINATOR_TLS_KEY_FILE go together (the API's certificate and its key)")
 	}

@@ -250,6 +250,9 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	defer stopLoop()
 	s.Start(loopCtx)
+	if err := s.servePprof(loopCtx); err != nil {
+		return fmt.Errorf("COORDINATOR_PPROF_LISTEN: %w", err)
+	}
 	// Request contexts derive from base, so step 3 can cancel them all.
 	base, cancelRequests := context.WithCancel(context.Background())
 	defer cancelRequests()

@@ -43,7 +43,8 @@ func BenchmarkThroughput(b *testing.B) {
 	require.NoError(b, err)
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	base := "http://" + listen
-	p := startCoordinator(b, e.binaryEnv("bench", listen, "KAFKA_POOL_SIZE=64", "COORDINATOR_DB_MAX_CONNS=96",
+	pprofAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	p := startCoordinator(b, e.binaryEnv("bench", listen, "COORDINATOR_PPROF_LISTEN="+pprofAddr, "KAFKA_POOL_SIZE=64", "COORDINATOR_DB_MAX_CONNS=96",
 		"COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=10s", "COORDINATOR_MAX_IN_FLIGHT=4096"), "serve")
 	waitHealthy(b, p, base, 60*time.Second)
 	coordPID := p.cmd.Process.Pid
@@ -104,9 +105,23 @@ func BenchmarkThroughput(b *testing.B) {
 			{"dual-write", os.Getpid(), dual},
 		} {
 			b.Run(fmt.Sprintf("%s/c=%d", v.name, c), func(b *testing.B) {
+				var profiled <-chan struct{}
+				if v.pid == coordPID && c == 64 {
+					profiled = profileCoordinator(b, pprofAddr)
+				}
 				before := cpu.sample(b, v.pid)
 				run(b, c, v.op)
 				after := cpu.sample(b, v.pid)
+				if profiled != nil {
+					<-profiled
+				}
+				if f := os.Getenv("BENCH_METRICS_FILE"); f != "" && v.pid == coordPID {
+					if resp, err := http.Get(base + "/metrics"); err == nil {
+						raw, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						_ = os.WriteFile(fmt.Sprintf("%s.c%d", f, c), raw, 0o644)
+					}
+				}
 				n := float64(b.N)
 				b.ReportMetric(after.self.Sub(before.self)/n, "cpu-coord-ms/txn")
 				b.ReportMetric(after.postgres.Sub(before.postgres)/n, "cpu-pg-ms/txn")
@@ -114,6 +129,36 @@ func BenchmarkThroughput(b *testing.B) {
 			})
 		}
 	}
+}
+
+// profileCoordinator saves a CPU profile of the coordinator process, taken over the first
+// BENCH_PPROF_SECONDS seconds of the run, as $BENCH_PPROF_FILE (scripts/bench.sh prints its top
+// entries). Nothing without BENCH_PPROF_SECONDS; the channel closes when the profile is saved.
+func profileCoordinator(b *testing.B, addr string) <-chan struct{} {
+	b.Helper()
+	done := make(chan struct{})
+	secs, file := os.Getenv("BENCH_PPROF_SECONDS"), os.Getenv("BENCH_PPROF_FILE")
+	if secs == "" || file == "" {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=" + secs)
+		if err != nil {
+			b.Errorf("profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode == http.StatusOK {
+			err = os.WriteFile(file, raw, 0o644)
+		}
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Errorf("profile: status %d, %v", resp.StatusCode, err)
+		}
+	}()
+	return done
 }
 
 // inline2PC is the coordinator's protocol without the log and without HTTP.
