@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -38,6 +39,8 @@ type Config struct {
 	// write of a request is fenced by the epoch it started with. nil: epoch 0, always owned
 	// (tests without a lock).
 	Ownership Ownership
+	// Batch shares Kafka transactions between concurrent requests (batch.go); zero: none.
+	Batch BatchConfig
 }
 
 // Coordinator runs global transactions over the Kafka and SQL participants with the log.
@@ -48,7 +51,9 @@ type Coordinator struct {
 	sql   SQL
 
 	inflight   sync.Map // gid → struct{}: transactions this process is running
-	quarantine sync.Map // gid → transactional id left quarantined before prepared was logged
+	quarantine sync.Map // gid → *quarantineLease: an id left quarantined before prepared was logged
+	running    atomic.Int64
+	batches    *batcher // nil: no shared Kafka transactions
 }
 
 // New returns a Coordinator. kafka may be nil (SQL-only deployments).
@@ -65,7 +70,11 @@ func New(cfg Config, log Log, kafka Kafka, sql SQL) *Coordinator {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
-	return &Coordinator{cfg: cfg, log: log, kafka: kafka, sql: sql}
+	c := &Coordinator{cfg: cfg, log: log, kafka: kafka, sql: sql}
+	if kafka != nil {
+		c.batches = newBatcher(cfg.Batch)
+	}
+	return c
 }
 
 // fence is the instance and epoch a new request writes with, or ErrNotOwner.
@@ -176,7 +185,9 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 		return Answer(stored, nil)
 	}
 	t = stored
+	c.running.Add(1)
 	t, err = c.run(ctx, t, &req)
+	c.running.Add(-1)
 	c.observeOutcome(t, err, start)
 	return t, err
 }
@@ -189,13 +200,19 @@ func (c *Coordinator) InFlight(gid string) bool {
 }
 
 // TakeQuarantined returns (once) the transactional id that an in-doubt transaction of this
-// process left quarantined, for recovery to release after resolving it.
+// process left quarantined, for recovery to release after resolving it. An id shared by a
+// batch is returned only at the take of the last member that remembered it (B4, batch.go):
+// until then another member's transaction may still become prepared on it.
 func (c *Coordinator) TakeQuarantined(gid string) (string, bool) {
 	v, ok := c.quarantine.LoadAndDelete(gid)
 	if !ok {
 		return "", false
 	}
-	return v.(string), true
+	l := v.(*quarantineLease)
+	if l.left.Add(-1) != 0 {
+		return "", false
+	}
+	return l.id, true
 }
 
 // fault calls the test-only fault hook at a protocol step boundary.
@@ -224,12 +241,15 @@ func (c *Coordinator) sqlGID(gid, database string) string { return SQLGIDFor(gid
 // run executes the protocol of docs/design.md section 2 for a fresh active row.
 func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*Transaction, error) {
 	w := &work{t: t, req: req, root: trace.SpanFromContext(ctx)}
+	if c.shares(w) {
+		return c.runShared(ctx, w)
+	}
 	onePhase := t.OnePhase
 
 	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently
 	// (docs/design.md section 2, step 2).
 	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)
-	err := c.phase1(pctx, w, onePhase)
+	err := c.phase1(pctx, w, onePhase, true)
 	st.end(err)
 	if err != nil {
 		if errors.Is(err, ErrCommitUnknown) {
@@ -244,7 +264,13 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 		c.fault(FaultBeforeFinalLog)
 		return c.finish(w, StateCommitted, nil)
 	}
+	return c.commitPhase(ctx, w)
+}
 
+// commitPhase takes a transaction whose participants are all prepared to its decision and
+// phase 2.
+func (c *Coordinator) commitPhase(ctx context.Context, w *work) (*Transaction, error) {
+	t := w.t
 	// Past this point the coordinator never aborts on its own (I3): the caller's context no
 	// longer stops anything, only the finish bound does.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FinishTimeout)
@@ -267,7 +293,7 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 	// I2: prepared, with the Kafka ids, is durable before EndTxn(commit) is sent.
 	lctx, st := c.step(fctx, PhaseLogPrepared, SpanLogPrepared)
 	kafkaAttrs(st.span, t.Kafka.KafkaIDs)
-	err = c.log.Prepared(lctx, t)
+	err := c.log.Prepared(lctx, t)
 	st.end(err)
 	if errors.Is(err, ErrMovedOn) {
 		// Claimed by a resolver (or this instance lost its epoch): prepared is not logged, so
@@ -280,7 +306,7 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 	c.fault(FaultAfterLogPrepared)
 	_, st = c.step(fctx, PhaseEndTxn, SpanEndTxn)
 	kafkaAttrs(st.span, t.Kafka.KafkaIDs)
-	commit, cause, err := c.decide(ctx, fctx, w)
+	commit, cause, err := c.decide(ctx, fctx, w.ktx, t.Kafka.KafkaIDs, t.GID)
 	if st.span.IsRecording() && err == nil {
 		st.span.SetAttributes(AttrDecision.String(decision(commit)))
 	}
@@ -292,9 +318,9 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 	return c.phase2(fctx, w, commit, cause)
 }
 
-// phase1 runs the work and the prepare of every participant; onePhase commits the single
-// database directly instead of preparing it.
-func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase bool) error {
+// phase1 runs the work and the prepare of every participant (the Kafka side only withKafka);
+// onePhase commits the single database directly instead of preparing it.
+func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase, withKafka bool) error {
 	// A SQL failure stops the Kafka side at once (its abort is authoritative). A Kafka failure
 	// does not cancel the SQL side: a PREPARE cut off by a cancel may still complete on the
 	// server after we looked for it, leaving an orphan; the SQL round trip is short, so it is
@@ -310,7 +336,7 @@ func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase bool) error 
 		errOnce.Do(func() { firstErr = err })
 	}
 
-	if len(w.req.Kafka) > 0 {
+	if withKafka && len(w.req.Kafka) > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -404,8 +430,8 @@ func (c *Coordinator) sqlPhase1(ctx context.Context, w *work, db string, onePhas
 // decide sends EndTxn(commit) and follows Kafka's answer. An unclear answer is retried with a
 // raw EndTxn by the stored ids until the caller's budget runs out; then the outcome is left to
 // recovery (the error return).
-func (c *Coordinator) decide(ctx, fctx context.Context, w *work) (commit bool, cause, err error) {
-	err = w.ktx.Commit(fctx)
+func (c *Coordinator) decide(ctx, fctx context.Context, ktx KafkaTxn, ids KafkaIDs, gid string) (commit bool, cause, err error) {
+	err = ktx.Commit(fctx)
 	for backoff := 50 * time.Millisecond; ; backoff = min(backoff*2, time.Second) {
 		switch {
 		case err == nil:
@@ -414,13 +440,13 @@ func (c *Coordinator) decide(ctx, fctx context.Context, w *work) (commit bool, c
 			return false, err, nil
 		}
 		c.cfg.Logger.Warn("kafka commit outcome unknown; retrying EndTxn by ids",
-			"gid", w.t.GID, "transactional_id", w.t.Kafka.TransactionalID, "error", err)
+			"gid", gid, "transactional_id", ids.TransactionalID, "error", err)
 		select {
 		case <-ctx.Done():
 			return false, nil, fmt.Errorf("kafka commit outcome unknown: %w", err)
 		case <-time.After(backoff):
 		}
-		err = c.kafka.EndTxn(fctx, w.t.Kafka.KafkaIDs, true)
+		err = c.kafka.EndTxn(fctx, ids, true)
 	}
 }
 
@@ -534,7 +560,7 @@ func (c *Coordinator) quarantineID(w *work) {
 	}
 	if w.t.Kafka == nil || w.t.State == StateActive {
 		// The log may not name the id: remember it so recovery can release it.
-		c.quarantine.Store(w.t.GID, w.ktx.TransactionalID())
+		c.quarantine.Store(w.t.GID, leaseOf(w.ktx))
 	}
 	w.ktx.Release(false)
 	w.ktx = nil

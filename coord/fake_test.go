@@ -53,12 +53,16 @@ type world struct {
 	sqlState  map[string]string             // sql gid → running, prepared, committed, rolledback
 	markers   map[string]bool               // sql gid → true: committed marker, false: fencing marker
 	kafkaTxns map[int64]string              // producer id → open, committed, aborted
+	kafkaRecs map[int64][]string            // producer id → the values of its records
+	failSQL   map[string]bool               // sql gid → its statements fail (the server says no)
+	releases  map[int64][]bool              // producer id → its Release calls (keep)
 	nextPID   int64
 }
 
 func newWorld() *world {
 	return &world{rows: map[string]*coord.Transaction{}, epochs: map[string]int64{"a": 1, "r": 1},
-		sqlState: map[string]string{}, markers: map[string]bool{}, kafkaTxns: map[int64]string{}}
+		sqlState: map[string]string{}, markers: map[string]bool{}, kafkaTxns: map[int64]string{},
+		kafkaRecs: map[int64][]string{}, failSQL: map[string]bool{}, releases: map[int64][]bool{}}
 }
 
 // call counts a call and returns its mode; a race runs the resolver first (without locks held).
@@ -188,6 +192,35 @@ func (l fakeLog) Prepared(ctx context.Context, t *coord.Transaction) error {
 	})
 }
 
+// PreparedBatch is all or nothing, as txlog's: every row must pass the compare-and-set.
+func (l fakeLog) PreparedBatch(ctx context.Context, ts []*coord.Transaction) error {
+	m := l.w.call(ctx, "log.prepared_batch")
+	if m == failBefore {
+		return errInjected
+	}
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	for _, t := range ts {
+		row, ok := l.w.rows[t.GID]
+		if !ok || row.State != coord.StateActive || t.State != coord.StateActive || row.Owner != t.Owner ||
+			row.OwnerEpoch != t.OwnerEpoch || !l.owned(t) {
+			return fmt.Errorf("log.prepared_batch %s: %w", t.GID, coord.ErrMovedOn)
+		}
+	}
+	for _, t := range ts {
+		row := l.w.rows[t.GID]
+		want := clone(t)
+		row.State, row.Kafka, row.SQLGIDs = coord.StatePrepared, want.Kafka, want.SQLGIDs
+	}
+	if m == failAfter {
+		return errInjected
+	}
+	for _, t := range ts {
+		*t = *clone(l.w.rows[t.GID])
+	}
+	return nil
+}
+
 func (l fakeLog) Transition(ctx context.Context, t *coord.Transaction, to coord.State) error {
 	want := clone(t)
 	return l.cas(ctx, "log."+string(to), t, func(row *coord.Transaction) {
@@ -241,6 +274,9 @@ func (s fakeSQL) Run(ctx context.Context, db string, stmts []coord.Statement, gi
 	}
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
+	if s.w.failSQL[gid] {
+		return nil, &coord.Failure{Participant: "sql:" + db, Class: coord.ClassAbortable, Err: errors.New("check constraint violated")}
+	}
 	if _, fenced := s.w.markers[gid]; fenced {
 		// The marker insert meets the key: unique violation, the server says no.
 		return nil, &coord.Failure{Participant: "sql:" + db, Class: coord.ClassAbortable, Err: errors.New("duplicate marker")}
@@ -350,24 +386,57 @@ func (k fakeKafka) end(ctx context.Context, op string, pid int64, commit bool) e
 	return nil
 }
 
+func (k fakeKafka) CheckRecords(ctx context.Context, recs []coord.Record) error {
+	for _, r := range recs {
+		if r.Topic == "missing" {
+			return &coord.Failure{Participant: "kafka", Class: coord.ClassInvalidConfig, Err: errors.New("unknown topic missing")}
+		}
+	}
+	return nil
+}
+
 func (k fakeKafka) EndTxn(ctx context.Context, ids coord.KafkaIDs, commit bool) error {
 	return k.end(ctx, "kafka.endtxn", ids.ProducerID, commit)
 }
 
 type fakeTxn struct {
-	k   fakeKafka
-	pid int64
+	k    fakeKafka
+	pid  int64
+	recs int // records produced
 }
 
 func (t *fakeTxn) TransactionalID() string { return fmt.Sprintf("tid-%d", t.pid) }
 
-func (t *fakeTxn) Begin(ctx context.Context, _ []coord.Record) error {
+func (t *fakeTxn) Begin(ctx context.Context, recs []coord.Record) error {
 	if t.k.w.call(ctx, "kafka.begin") != pass {
 		return &coord.Failure{Participant: "kafka", Class: coord.ClassAbortable, Err: errInjected}
 	}
 	t.k.w.mu.Lock()
 	defer t.k.w.mu.Unlock()
 	t.k.w.kafkaTxns[t.pid] = "open"
+	t.recs = len(recs)
+	t.k.w.kafkaRecs[t.pid] = append(t.k.w.kafkaRecs[t.pid], values(recs)...)
+	return nil
+}
+
+func values(recs []coord.Record) []string {
+	var vs []string
+	for _, r := range recs {
+		if r.Value != nil {
+			vs = append(vs, *r.Value)
+		}
+	}
+	return vs
+}
+
+func (t *fakeTxn) Add(ctx context.Context, recs []coord.Record) error {
+	if t.k.w.call(ctx, "kafka.add") != pass {
+		return &coord.Failure{Participant: "kafka", Class: coord.ClassAbortable, Err: errInjected}
+	}
+	t.k.w.mu.Lock()
+	defer t.k.w.mu.Unlock()
+	t.recs += len(recs)
+	t.k.w.kafkaRecs[t.pid] = append(t.k.w.kafkaRecs[t.pid], values(recs)...)
 	return nil
 }
 
@@ -375,12 +444,20 @@ func (t *fakeTxn) Prepare(ctx context.Context) (coord.KafkaState, error) {
 	if t.k.w.call(ctx, "kafka.flush") != pass {
 		return coord.KafkaState{}, &coord.Failure{Participant: "kafka", Class: coord.ClassAbortable, Err: errInjected}
 	}
-	return coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: t.TransactionalID(), ProducerID: t.pid}}, nil
+	offsets := make([]coord.RecordOffset, t.recs)
+	for i := range offsets {
+		offsets[i] = coord.RecordOffset{Topic: "t", Offset: t.pid*1000 + int64(i)}
+	}
+	return coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: t.TransactionalID(), ProducerID: t.pid}, Records: offsets}, nil
 }
 
 func (t *fakeTxn) Commit(ctx context.Context) error { return t.k.end(ctx, "kafka.commit", t.pid, true) }
 func (t *fakeTxn) Abort(ctx context.Context) error  { return t.k.end(ctx, "kafka.abort", t.pid, false) }
-func (t *fakeTxn) Release(bool)                     {}
+func (t *fakeTxn) Release(keep bool) {
+	t.k.w.mu.Lock()
+	defer t.k.w.mu.Unlock()
+	t.k.w.releases[t.pid] = append(t.k.w.releases[t.pid], keep)
+}
 
 // ownership is a fixed fence.
 type ownership struct{ f coord.Fence }

@@ -67,6 +67,8 @@ type Observer interface {
 	// ObserveConfinementBreach reports that a client statement left the coordinator's
 	// transaction (ErrConfinementBreach): an alert, since the first line of defence missed it.
 	ObserveConfinementBreach()
+	// ObserveKafkaBatch reports a shared Kafka transaction about to run, with its members.
+	ObserveKafkaBatch(members int)
 }
 
 // nopObserver is the default Observer: it drops everything.
@@ -75,6 +77,7 @@ type nopObserver struct{}
 func (nopObserver) ObservePhase(Phase, time.Duration) {}
 func (nopObserver) ObserveOutcome(State, Class)       {}
 func (nopObserver) ObserveConfinementBreach()         {}
+func (nopObserver) ObserveKafkaBatch(int)             {}
 
 // observeSince reports the time since start for phase p; use as
 // defer c.observeSince(PhaseX, time.Now()).

@@ -15,6 +15,9 @@ type Kafka interface {
 	// (or aborted, for commit=false), ErrKafkaAborted when Kafka reports the transaction aborted,
 	// and any other error when the outcome is still unknown.
 	EndTxn(ctx context.Context, ids KafkaIDs, commit bool) error
+	// CheckRecords checks that every record's topic and partition exist (a request sharing a
+	// Kafka transaction is checked before it joins, so its mistake stays its own).
+	CheckRecords(ctx context.Context, recs []Record) error
 }
 
 // KafkaTxn is one Kafka transaction on a leased transactional.id.
@@ -22,6 +25,9 @@ type KafkaTxn interface {
 	TransactionalID() string
 	// Begin starts the transaction and produces the records asynchronously.
 	Begin(ctx context.Context, recs []Record) error
+	// Add produces more records in the open transaction: another request's, sharing it. The
+	// offsets Prepare returns follow the order of Begin and the Adds.
+	Add(ctx context.Context, recs []Record) error
 	// Prepare flushes, checks every record's result and returns the ids and offsets: the Kafka
 	// side of phase 1. Any record error fails it.
 	Prepare(ctx context.Context) (KafkaState, error)
@@ -78,6 +84,10 @@ type Log interface {
 	Begin(ctx context.Context, t *Transaction) (stored *Transaction, created bool, err error)
 	// Prepared makes the Kafka ids, offsets and SQL gids durable with state prepared (I2).
 	Prepared(ctx context.Context, t *Transaction) error
+	// PreparedBatch is Prepared for every transaction of a shared Kafka transaction, all or
+	// nothing, in one durable write (B2): it changes nothing and returns an error matching
+	// ErrMovedOn unless every row is still active and owned as its writer last saw it.
+	PreparedBatch(ctx context.Context, ts []*Transaction) error
 	// Transition moves the transaction to a new state, storing results and error.
 	Transition(ctx context.Context, t *Transaction, to State) error
 	// Claim makes the row by's and moves it to state to (claim before act): the resolver's

@@ -318,6 +318,18 @@ func (p *Pool) Quarantined() []string {
 
 // checkTopics fails fast, before a transaction begins, on a record whose topic or partition does
 // not exist, instead of after the producer's metadata retries.
+// CheckRecords checks that every record's topic (and partition) exists, and remembers the
+// topics for the hanging-transaction scans. Its error is classified.
+func (p *Pool) CheckRecords(ctx context.Context, recs []coord.Record) error {
+	if err := p.checkTopics(ctx, recs); err != nil {
+		return classify(err)
+	}
+	for _, r := range recs {
+		p.rememberTopic(r.Topic)
+	}
+	return nil
+}
+
 func (p *Pool) checkTopics(ctx context.Context, recs []coord.Record) error {
 	var missing []string
 	now := time.Now()

@@ -33,21 +33,42 @@ func (t *Txn) TransactionalID() string { return t.p.id }
 
 // Begin checks the topics, begins the transaction and hands the records to the producer.
 func (t *Txn) Begin(ctx context.Context, recs []coord.Record) error {
-	if err := t.pool.checkTopics(ctx, recs); err != nil {
-		return classify(err)
-	}
-	for _, r := range recs {
-		t.pool.rememberTopic(r.Topic)
+	if err := t.pool.CheckRecords(ctx, recs); err != nil {
+		return err
 	}
 	if err := t.p.cl.BeginTransaction(); err != nil {
 		t.p.broken = true
 		return classify(fmt.Errorf("begin transaction: %w", err))
 	}
 	t.began = true
-	t.offsets = make([]coord.RecordOffset, len(recs))
-	t.writers = make([]writer, len(recs))
+	t.produce(ctx, recs)
+	return nil
+}
+
+// Add hands more records to the open transaction (the records of another request sharing it).
+// Their offsets follow the earlier ones in Prepare's answer. ctx carries the request's trace,
+// which the records' headers continue.
+func (t *Txn) Add(ctx context.Context, recs []coord.Record) error {
+	if !t.began {
+		return errors.New("kafka: Add before Begin")
+	}
+	if err := t.pool.CheckRecords(ctx, recs); err != nil {
+		return err
+	}
+	t.produce(ctx, recs)
+	return nil
+}
+
+// produce hands recs to the producer; each promise stores its offset and writer at its index.
+func (t *Txn) produce(ctx context.Context, recs []coord.Record) {
+	t.mu.Lock()
+	base := len(t.offsets)
+	t.offsets = append(t.offsets, make([]coord.RecordOffset, len(recs))...)
+	t.writers = append(t.writers, make([]writer, len(recs))...)
+	t.mu.Unlock()
 	traced := traceHeaders(ctx)
-	for i, r := range recs {
+	for j, r := range recs {
+		i := base + j
 		t.wg.Add(1)
 		kr := toKgo(r)
 		if traced != nil && !hasTraceParent(r) {
@@ -59,7 +80,7 @@ func (t *Txn) Begin(ctx context.Context, recs []coord.Record) error {
 			defer t.mu.Unlock()
 			if err != nil {
 				if t.firstErr == nil {
-					t.firstErr = fmt.Errorf("kafka[%d] to %s: %w", i, kr.Topic, err)
+					t.firstErr = fmt.Errorf("kafka[%d] to %s: %w", j, kr.Topic, err)
 				}
 				return
 			}
@@ -67,7 +88,6 @@ func (t *Txn) Begin(ctx context.Context, recs []coord.Record) error {
 			t.writers[i] = writer{producerID: kr.ProducerID, epoch: kr.ProducerEpoch, written: true}
 		})
 	}
-	return nil
 }
 
 func toKgo(r coord.Record) *kgo.Record {

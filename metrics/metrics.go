@@ -34,6 +34,7 @@ type Metrics struct {
 	logWrite     prometheus.Observer
 	logBatchSize prometheus.Observer
 	logBatchTime prometheus.Observer
+	kafkaBatch   prometheus.Histogram
 
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
@@ -105,6 +106,11 @@ func New() *Metrics {
 		Buckets: durationBuckets,
 	})
 	m.logWrite, m.logBatchSize, m.logBatchTime = logWrite, logBatchSize, logBatchTime
+	m.kafkaBatch = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "kafka_shared_transaction_members",
+		Help:    "Requests carried by one shared Kafka transaction (one EndTxn for all of them).",
+		Buckets: prometheus.ExponentialBuckets(2, 2, 8),
+	})
 
 	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "http_requests_total",
@@ -120,7 +126,7 @@ func New() *Metrics {
 		Help: "HTTP requests being served.",
 	})
 
-	reg.MustRegister(phase, m.outcomes, m.breaches, logWrite, logBatchSize, logBatchTime,
+	reg.MustRegister(phase, m.outcomes, m.breaches, logWrite, logBatchSize, logBatchTime, m.kafkaBatch,
 		m.httpRequests, m.httpDuration, m.httpInFlight)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		Registry:            reg, // promhttp_metric_handler_errors_total
@@ -164,6 +170,9 @@ func (m *Metrics) ObserveOutcome(s coord.State, class coord.Class) {
 
 // ObserveConfinementBreach implements coord.Observer.
 func (m *Metrics) ObserveConfinementBreach() { m.breaches.Inc() }
+
+// ObserveKafkaBatch implements coord.Observer.
+func (m *Metrics) ObserveKafkaBatch(members int) { m.kafkaBatch.Observe(float64(members)) }
 
 // ObserveLogWrite implements txlog.Observer.
 func (m *Metrics) ObserveLogWrite(d time.Duration) { m.logWrite.Observe(d.Seconds()) }

@@ -26,6 +26,11 @@ type Config struct {
 	GIDPrefix   string // COORDINATOR_GID_PREFIX
 	TxnIDPrefix string // KAFKA_TRANSACTIONAL_ID_PREFIX
 	PoolSize    int    // KAFKA_POOL_SIZE: transactional ids (= concurrent Kafka transactions)
+	// SharedMax caps the requests sharing one Kafka transaction (KAFKA_SHARED_MAX; 1: none
+	// shared), SharedConcurrency the shared transactions running at once
+	// (KAFKA_SHARED_CONCURRENCY).
+	SharedMax         int
+	SharedConcurrency int
 	// KafkaTxnTimeout is the producer's transaction.timeout.ms (KAFKA_TRANSACTION_TIMEOUT).
 	KafkaTxnTimeout time.Duration
 	DefaultTimeout  time.Duration // COORDINATOR_DEFAULT_TIMEOUT: budget of a request without timeout_ms
@@ -89,18 +94,20 @@ type Config struct {
 func Defaults() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Listen:          "127.0.0.1:8080",
-		Instance:        sanitizeInstance(host),
-		GIDPrefix:       "kpgtx",
-		TxnIDPrefix:     "kpgtx",
-		PoolSize:        32,
-		KafkaTxnTimeout: 60 * time.Second,
-		DefaultTimeout:  10 * time.Second,
-		MaxTimeout:      30 * time.Second,
-		MaxBodyBytes:    1 << 20,
-		MaxStatements:   100,
-		MaxRecords:      1000,
-		MaxConns:        64,
+		Listen:            "127.0.0.1:8080",
+		Instance:          sanitizeInstance(host),
+		GIDPrefix:         "kpgtx",
+		TxnIDPrefix:       "kpgtx",
+		PoolSize:          32,
+		SharedMax:         128,
+		SharedConcurrency: 2,
+		KafkaTxnTimeout:   60 * time.Second,
+		DefaultTimeout:    10 * time.Second,
+		MaxTimeout:        30 * time.Second,
+		MaxBodyBytes:      1 << 20,
+		MaxStatements:     100,
+		MaxRecords:        1000,
+		MaxConns:          64,
 
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -189,6 +196,12 @@ func (c Config) Validate() error {
 	}
 	if c.PoolSize < 1 || c.PoolSize > 1024 {
 		errs = append(errs, fmt.Sprintf("KAFKA_POOL_SIZE=%d: from 1 to 1024", c.PoolSize))
+	}
+	if c.SharedMax < 1 || c.SharedMax > 1024 {
+		errs = append(errs, fmt.Sprintf("KAFKA_SHARED_MAX=%d: from 1 (no shared Kafka transactions) to 1024", c.SharedMax))
+	}
+	if c.SharedConcurrency < 1 || c.SharedConcurrency > c.PoolSize {
+		errs = append(errs, fmt.Sprintf("KAFKA_SHARED_CONCURRENCY=%d: from 1 to KAFKA_POOL_SIZE (%d)", c.SharedConcurrency, c.PoolSize))
 	}
 	if c.KafkaTxnTimeout < time.Second {
 		errs = append(errs, fmt.Sprintf("KAFKA_TRANSACTION_TIMEOUT=%s: at least 1s", c.KafkaTxnTimeout))

@@ -171,6 +171,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		Fault:          faultHook(cfg.Fault, logger),
 		Observer:       s.Metrics,
 		Tracer:         tracer,
+		Batch:          coord.BatchConfig{MaxMembers: cfg.SharedMax, Concurrency: cfg.SharedConcurrency},
 	}, s.Log, kafka, s.SQL)
 
 	s.Recovery = recovery.New(recovery.Config{

@@ -1,0 +1,387 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Shared Kafka transactions (docs/batching.md). Requests whose SQL side is prepared while others
+// are in flight ride in one Kafka transaction: one produce flush, one fenced log write that logs
+// every member prepared, one EndTxn. Each member keeps its own row, its own PostgreSQL gids and
+// its own answer; only the Kafka transaction is shared. The rules, each enforced below:
+//
+//   - B1: a request joins a batch only with its SQL side prepared (runShared), so a request
+//     whose SQL fails never puts a record into a Kafka transaction that may commit.
+//   - B2 (I2 for a batch): EndTxn is sent only after one all-or-nothing write has logged every
+//     member prepared with the batch's ids (runBatch, Log.PreparedBatch).
+//   - B3 (I1 for a shared id): the id goes back to the pool only when every member has released
+//     it, and it stays quarantined if any member ended in doubt (sharedTxn).
+//   - B4 (the model's finding B1): an id quarantined before the prepared write was known is
+//     handed to recovery for release only when every member that remembered it is resolved
+//     (quarantineLease).
+//
+// A batch that fails before its prepared write (no id, a record refused, a flush that does not
+// complete, a writer check) is aborted in Kafka and carries nobody: each member then runs its
+// own Kafka transaction as an unshared request would, and fails or succeeds alone.
+
+// BatchConfig tunes the sharing of Kafka transactions.
+type BatchConfig struct {
+	// MaxMembers caps the requests sharing one Kafka transaction; ≤ 1: none is shared.
+	MaxMembers int
+	// Concurrency is how many shared transactions may run their Kafka phase at once; requests
+	// prepared meanwhile gather into the next one (default 2).
+	Concurrency int
+}
+
+// batcher gathers prepared requests into batches. The first member of an open batch leads it:
+// it waits for a free slot (requests prepared meanwhile join), seals the batch and runs it. A
+// lone request never waits: with a slot free the batch is sealed at once.
+type batcher struct {
+	max    int
+	slots  chan struct{}
+	always bool // tests: share even when alone
+
+	mu   sync.Mutex
+	open *batch // the batch accepting members; nil: the next member opens one
+}
+
+type batch struct{ members []*member }
+
+// member is one request in a batch: the leader fills out and closes done.
+type member struct {
+	ctx  context.Context // the request's: its deadline and its trace
+	w    *work
+	done chan struct{}
+	out  batchOutcome
+}
+
+// batchOutcome is what the batch tells a member.
+type batchOutcome struct {
+	// alone: the batch did not carry it (nothing of it was logged, the batch's Kafka transaction
+	// was aborted): it runs its Kafka side alone.
+	alone bool
+	// prepErr: the write logging the batch prepared failed: ErrMovedOn when it was refused
+	// (nothing logged, the Kafka transaction aborted), otherwise its outcome is unknown.
+	prepErr error
+	// The decision, when the prepared write succeeded: decideErr leaves it to recovery.
+	commit    bool
+	cause     error
+	decideErr error
+}
+
+func newBatcher(cfg BatchConfig) *batcher {
+	if cfg.MaxMembers <= 1 {
+		return nil
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 2
+	}
+	return &batcher{max: cfg.MaxMembers, slots: make(chan struct{}, cfg.Concurrency)}
+}
+
+// join adds m to the open batch, or opens one and returns it: m then leads it.
+func (b *batcher) join(m *member) (lead *batch) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if bt := b.open; bt != nil {
+		bt.members = append(bt.members, m)
+		if len(bt.members) >= b.max {
+			b.open = nil // full: sealed
+		}
+		return nil
+	}
+	bt := &batch{members: []*member{m}}
+	b.open = bt
+	return bt
+}
+
+// seal closes bt to newcomers and returns its members (no longer appended to).
+func (b *batcher) seal(bt *batch) []*member {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open == bt {
+		b.open = nil
+	}
+	return bt.members
+}
+
+// shares says whether a request takes the shared path: two-phase with records, sharing on, and
+// other requests in flight (a lone request keeps the concurrent SQL ∥ Kafka path and waits for
+// nobody).
+func (c *Coordinator) shares(w *work) bool {
+	return c.batches != nil && !w.t.OnePhase && len(w.req.Kafka) > 0 && (c.running.Load() > 1 || c.batches.always)
+}
+
+// runShared runs a request through a shared Kafka transaction: its SQL side first and alone,
+// then the batch, then its own phase 2.
+func (c *Coordinator) runShared(ctx context.Context, w *work) (*Transaction, error) {
+	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)
+	err := c.kafka.CheckRecords(pctx, w.req.Kafka)
+	if err == nil {
+		// B1: prepared before joining.
+		err = c.phase1(pctx, w, false, false)
+	}
+	st.end(err)
+	if err != nil {
+		return c.abort(w, err)
+	}
+
+	m := &member{ctx: ctx, w: w, done: make(chan struct{})}
+	if bt := c.batches.join(m); bt != nil {
+		c.lead(ctx, bt)
+	}
+	<-m.done
+	o := m.out
+	if o.alone {
+		if err := c.kafkaPhase1(ctx, w); err != nil {
+			return c.abort(w, err)
+		}
+		return c.commitPhase(ctx, w)
+	}
+
+	fctx, cancel := context.WithTimeout(w.traced(context.Background()), c.cfg.FinishTimeout)
+	defer cancel()
+	switch {
+	case errors.Is(o.prepErr, ErrMovedOn):
+		// Refused: nothing of the batch is logged prepared and its Kafka transaction was
+		// aborted; the stored state answers (a resolver's claim, or a lost epoch).
+		return c.yield(fctx, w, fmt.Errorf("log prepared (shared): %w", o.prepErr), false)
+	case o.prepErr != nil:
+		return c.inDoubt(w, fmt.Errorf("log prepared (shared): %w", o.prepErr))
+	case o.decideErr != nil:
+		return c.inDoubt(w, o.decideErr)
+	}
+	return c.phase2(fctx, w, o.commit, o.cause)
+}
+
+// lead waits for a slot (requests prepared meanwhile join bt), seals bt and runs it, then tells
+// every member its outcome.
+func (c *Coordinator) lead(ctx context.Context, bt *batch) {
+	b := c.batches
+	select {
+	case b.slots <- struct{}{}:
+	case <-ctx.Done():
+		// No slot within the leader's budget: nobody rides; each member goes alone (and
+		// fails alone when its own budget is spent).
+		for _, m := range b.seal(bt) {
+			m.out.alone = true
+			close(m.done)
+		}
+		return
+	}
+	members := b.seal(bt)
+	func() {
+		// The slot is held through the decision, even by a batch of one: requests prepared
+		// meanwhile gather into the next batch, which is what makes batches form under load.
+		defer func() { <-b.slots }()
+		c.runBatch(members)
+	}()
+	for _, m := range members {
+		close(m.done)
+	}
+}
+
+// runBatch runs the Kafka phase of a sealed batch up to the decision and fills every member's
+// outcome.
+func (c *Coordinator) runBatch(members []*member) {
+	if len(members) > 1 {
+		c.cfg.Observer.ObserveKafkaBatch(len(members))
+	}
+	// The batch lives as long as its longest budget: a member whose budget is shorter gets its
+	// answer late rather than failing the others. Cancelling a member (its caller left) does
+	// not stop the batch.
+	deadline := time.Time{}
+	for _, m := range members {
+		if d, ok := m.ctx.Deadline(); ok && d.After(deadline) {
+			deadline = d
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(members[0].ctx), deadline)
+	defer cancel()
+
+	kctx, st := c.step(ctx, PhaseKafka, SpanKafka)
+	ktx, ks, err := c.produceBatch(kctx, members)
+	st.end(err)
+	if err != nil {
+		// Nothing is logged: abort the batch's Kafka transaction; every member goes alone.
+		c.cfg.Logger.Warn("shared kafka transaction failed before prepared; each request runs its own",
+			"members", len(members), "error", err)
+		if ktx != nil {
+			c.abortShared(ctx, ktx)
+			ktx.Release(true)
+		}
+		for _, m := range members {
+			m.out.alone = true
+		}
+		return
+	}
+	shared := newSharedTxn(ktx, len(members))
+	ts := make([]*Transaction, len(members))
+	off := 0
+	for i, m := range members {
+		n := len(m.w.req.Kafka)
+		m.w.t.Kafka = &KafkaState{KafkaIDs: ks.KafkaIDs, PreparedState: ks.KafkaIDs.PreparedState(), Records: ks.Records[off : off+n : off+n]}
+		off += n
+		m.w.mu.Lock()
+		m.w.ktx = shared.member()
+		m.w.mu.Unlock()
+		ts[i] = m.w.t
+	}
+	c.fault(FaultAfterKafkaFlush)
+
+	// B2: every member prepared, in one all-or-nothing fenced write, before EndTxn.
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FinishTimeout)
+	defer fcancel()
+	lctx, st := c.step(fctx, PhaseLogPrepared, SpanLogPrepared)
+	kafkaAttrs(st.span, ks.KafkaIDs)
+	if len(ts) == 1 {
+		err = c.log.Prepared(lctx, ts[0]) // group-committed with other log writes
+	} else {
+		err = c.log.PreparedBatch(lctx, ts)
+	}
+	st.end(err)
+	if err != nil {
+		if errors.Is(err, ErrMovedOn) {
+			// Refused as a whole: no member is prepared, so nothing can commit this Kafka
+			// transaction and aborting it is allowed (I3).
+			c.abortShared(ctx, ktx)
+		}
+		for _, m := range members {
+			m.out.prepErr = err
+		}
+		return
+	}
+	c.fault(FaultAfterLogPrepared)
+	_, st = c.step(fctx, PhaseEndTxn, SpanEndTxn)
+	kafkaAttrs(st.span, ks.KafkaIDs)
+	commit, cause, err := c.decide(ctx, fctx, ktx, ks.KafkaIDs, members[0].w.t.GID)
+	st.end(err)
+	if err == nil {
+		c.fault(FaultAfterEndTxn)
+	}
+	for _, m := range members {
+		m.out.commit, m.out.cause, m.out.decideErr = commit, cause, err
+	}
+}
+
+// produceBatch leases an id, produces every member's records in one transaction and flushes.
+// ktx is returned whenever it was leased.
+func (c *Coordinator) produceBatch(ctx context.Context, members []*member) (KafkaTxn, KafkaState, error) {
+	start := time.Now()
+	ktx, err := c.kafka.Acquire(ctx)
+	c.observeSince(PhasePoolAcquire, start)
+	if err != nil {
+		return nil, KafkaState{}, err
+	}
+	total := 0
+	for i, m := range members {
+		// Each member's records carry its own trace; the batch's deadline bounds them.
+		rctx := context.WithoutCancel(m.ctx)
+		if i == 0 {
+			err = ktx.Begin(rctx, m.w.req.Kafka)
+		} else {
+			err = ktx.Add(rctx, m.w.req.Kafka)
+		}
+		if err != nil {
+			return ktx, KafkaState{}, err
+		}
+		total += len(m.w.req.Kafka)
+	}
+	ks, err := ktx.Prepare(ctx)
+	if err != nil {
+		return ktx, KafkaState{}, err
+	}
+	if len(ks.Records) != total {
+		return ktx, KafkaState{}, fmt.Errorf("kafka: %d records produced, %d offsets returned", total, len(ks.Records))
+	}
+	return ktx, ks, nil
+}
+
+// abortShared aborts a batch's Kafka transaction that no member was logged prepared with.
+func (c *Coordinator) abortShared(ctx context.Context, ktx KafkaTxn) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kafkaAbortTimeout)
+	defer cancel()
+	if err := ktx.Abort(actx); err != nil {
+		c.cfg.Logger.Warn("kafka abort of a shared transaction failed; the id is re-initialised before reuse",
+			"transactional_id", ktx.TransactionalID(), "error", err)
+	}
+}
+
+// sharedTxn is a batch's leased transaction as its members hold it (B3): the id goes back to
+// the pool when the last member releases it, quarantined if any member asked so.
+type sharedTxn struct {
+	ktx   KafkaTxn
+	left  atomic.Int32
+	keep  atomic.Bool
+	lease *quarantineLease
+}
+
+func newSharedTxn(ktx KafkaTxn, members int) *sharedTxn {
+	s := &sharedTxn{ktx: ktx, lease: &quarantineLease{id: ktx.TransactionalID()}}
+	s.left.Store(int32(members))
+	s.lease.left.Store(int32(members))
+	s.keep.Store(true)
+	return s
+}
+
+func (s *sharedTxn) member() *memberTxn { return &memberTxn{s: s} }
+
+// memberTxn is one member's handle on a shared transaction. The leader ran its Kafka steps; a
+// member only releases it (its Abort is the leader's, already done).
+type memberTxn struct {
+	s    *sharedTxn
+	once sync.Once
+}
+
+var errSharedStep = errors.New("coord: a member of a shared Kafka transaction does not run its steps")
+
+func (m *memberTxn) TransactionalID() string               { return m.s.ktx.TransactionalID() }
+func (m *memberTxn) Begin(context.Context, []Record) error { return errSharedStep }
+func (m *memberTxn) Add(context.Context, []Record) error   { return errSharedStep }
+func (m *memberTxn) Prepare(context.Context) (KafkaState, error) {
+	return KafkaState{}, errSharedStep
+}
+func (m *memberTxn) Commit(context.Context) error { return errSharedStep }
+
+// Abort is a no-op: a member is rolled back alone only after the batch's prepared write was
+// refused, and then the leader has aborted the shared transaction already.
+func (m *memberTxn) Abort(context.Context) error { return nil }
+
+// Release counts the member out; the last one releases the id (kept only if every member kept
+// it). A member that keeps the id will never hand its quarantine lease to recovery, so it is
+// counted out of that too.
+func (m *memberTxn) Release(keep bool) {
+	m.once.Do(func() {
+		if keep {
+			m.s.lease.left.Add(-1)
+		} else {
+			m.s.keep.Store(false)
+		}
+		if m.s.left.Add(-1) == 0 {
+			m.s.ktx.Release(m.s.keep.Load())
+		}
+	})
+}
+
+// quarantineLease is a quarantined id as recovery may release it (B4): once per member that
+// remembered it, and only the last take returns it. A lease that never reaches zero (a member
+// that ended otherwise) leaves the id to the pool's healing after its grace period.
+type quarantineLease struct {
+	id   string
+	left atomic.Int32
+}
+
+// leaseOf is the quarantine lease of a request's transaction: a batch's shared one, or a fresh
+// one for a transaction of its own.
+func leaseOf(ktx KafkaTxn) *quarantineLease {
+	if m, ok := ktx.(*memberTxn); ok {
+		return m.s.lease
+	}
+	l := &quarantineLease{id: ktx.TransactionalID()}
+	l.left.Store(1)
+	return l
+}

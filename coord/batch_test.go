@@ -1,0 +1,305 @@
+package coord_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// Shared Kafka transactions against the fake world: three requests gather into one batch, a
+// fault hits one step of the batch (or one member), recovery runs to the end, and then for
+// every request: its row is final, its SQL side and its records follow the row, and its answer
+// agrees (200 ⇒ committed, 409 ⇒ neither side committed).
+
+const members = 3
+
+type batchRun struct {
+	w       *world
+	c       *coord.Coordinator
+	answers map[string]error
+}
+
+// nth fails the k-th call (0-based) of op with m; every other call passes.
+func nth(op string, k int, m mode) func(*world) func(int, string) mode {
+	var mu sync.Mutex
+	seen := 0
+	return func(*world) func(int, string) mode {
+		return func(_ int, o string) mode {
+			if o != op {
+				return pass
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			seen++
+			if seen-1 == k {
+				return m
+			}
+			return pass
+		}
+	}
+}
+
+// runBatch runs members requests through one shared Kafka transaction: the batch slots are
+// held until all have joined. failSQL names requests whose statements the database refuses.
+func runBatch(t *testing.T, faults func(*world) func(int, string) mode, failSQL ...string) *batchRun {
+	t.Helper()
+	w := newWorld()
+	w.pauseAt = -1 // a resolver run inside a call runs to its end
+	for _, id := range failSQL {
+		w.failSQL["p_"+id+"@"+coord.DefaultDatabase] = true
+	}
+	log, sql, kafka := fakeLog{w}, fakeSQL{w}, fakeKafka{w}
+	c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", DefaultTimeout: 500 * time.Millisecond,
+		FinishTimeout: time.Second, Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}},
+		Logger: slog.New(slog.DiscardHandler), Batch: coord.BatchConfig{MaxMembers: 8, Concurrency: 1}}, log, kafka, sql)
+	c.ShareAlways()
+	if faults != nil {
+		w.at = faults(w)
+	}
+	release := c.HoldBatchSlots()
+	r := &batchRun{w: w, c: c, answers: map[string]error{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range members {
+		id := fmt.Sprintf("r%d", i)
+		wg.Go(func() {
+			_, err := c.Execute(context.Background(), batchRequest(id))
+			mu.Lock()
+			r.answers[id] = err
+			mu.Unlock()
+		})
+	}
+	joined := members - len(failSQL)
+	require.Eventually(t, func() bool { return c.OpenBatchMembers() == joined }, 5*time.Second, time.Millisecond,
+		"the prepared requests gather in the open batch")
+	release()
+	wg.Wait()
+
+	// Recovery (as instance r), without faults, until every row is final.
+	w.at = nil
+	rules := coord.Rules{Log: log, SQL: sql, Kafka: kafka}
+	for range 5 {
+		for i := range members {
+			row, err := log.Get(context.Background(), fmt.Sprintf("r%d", i))
+			if err != nil || row.State.Final() {
+				continue
+			}
+			_, _ = rules.Resolve(context.Background(), row, coord.Fence{Instance: "r", Epoch: 1}, nil)
+		}
+	}
+	return r
+}
+
+func batchRequest(id string) coord.Request {
+	return coord.Request{ID: id, SQL: []coord.Statement{stmt("INSERT INTO t VALUES ($1)", id)},
+		Kafka: []coord.Record{{Topic: "t", Value: ptr(id)}}}
+}
+
+// check asserts atomicity and truthful answers for every request, and returns the states.
+func (r *batchRun) check(t *testing.T) map[string]coord.State {
+	t.Helper()
+	rows, sqlState, _, kafka := r.w.snapshot()
+	r.w.mu.Lock()
+	recs := maps.Clone(r.w.kafkaRecs)
+	r.w.mu.Unlock()
+	states := map[string]coord.State{}
+	for i := range members {
+		id := fmt.Sprintf("r%d", i)
+		row := rows["p_"+id]
+		answer := r.answers[id]
+		// Kafka transactions carrying this request's record, and how many committed.
+		var carriers, committedIn []int64
+		for pid, vs := range recs {
+			if slices.Contains(vs, id) {
+				carriers = append(carriers, pid)
+				if kafka[pid] == "committed" {
+					committedIn = append(committedIn, pid)
+				}
+			}
+		}
+		if row == nil {
+			require.Error(t, answer, "%s: no row, yet answered 200", id)
+			assert.Empty(t, committedIn, "%s: no row, yet its record committed", id)
+			continue
+		}
+		require.True(t, row.State.Final(), "%s: recovery left %s; calls %v", id, row.State, r.w.ops)
+		states[id] = row.State
+		committed := row.State == coord.StateCommitted
+		sqlGID := "p_" + id + "@" + coord.DefaultDatabase
+		st := sqlState[sqlGID]
+		if st == "prepared" { // the orphan sweep's rule for a final row
+			if committed {
+				require.NoError(t, fakeSQL{r.w}.CommitPrepared(context.Background(), coord.DefaultDatabase, sqlGID))
+			} else {
+				require.NoError(t, fakeSQL{r.w}.RollbackPrepared(context.Background(), coord.DefaultDatabase, sqlGID))
+			}
+			_, s2, _, _ := r.w.snapshot()
+			st = s2[sqlGID]
+		}
+		assert.Equal(t, committed, st == "committed", "%s %s: sql %q; calls %v", id, row.State, st, r.w.ops)
+		if committed {
+			assert.Len(t, committedIn, 1, "%s committed: its record committed exactly once (carriers %v); calls %v", id, carriers, r.w.ops)
+		} else {
+			assert.Empty(t, committedIn, "%s %s: its record committed; calls %v", id, row.State, r.w.ops)
+		}
+		switch {
+		case answer == nil:
+			assert.True(t, committed, "%s answered 200, ended %s; calls %v", id, row.State, r.w.ops)
+		case errors.Is(answer, coord.ErrAborted), errors.Is(answer, coord.ErrUnavailable):
+			assert.False(t, committed, "%s answered %v, ended committed; calls %v", id, answer, r.w.ops)
+		default:
+			assert.ErrorIs(t, answer, coord.ErrInDoubt, id)
+		}
+	}
+	return states
+}
+
+func count(ops []string, op string) int {
+	n := 0
+	for _, o := range ops {
+		if o == op {
+			n++
+		}
+	}
+	return n
+}
+
+func TestBatchSharesOneKafkaTransaction(t *testing.T) {
+	t.Parallel()
+	r := runBatch(t, nil)
+	states := r.check(t)
+	for id, st := range states {
+		assert.Equal(t, coord.StateCommitted, st, id)
+		assert.NoError(t, r.answers[id], id)
+	}
+	assert.Equal(t, 1, count(r.w.ops, "kafka.acquire"), "one id for the batch")
+	assert.Equal(t, 1, count(r.w.ops, "kafka.commit"), "one EndTxn for the batch")
+	assert.Equal(t, 1, count(r.w.ops, "log.prepared_batch"), "one prepared write for the batch")
+	assert.Zero(t, count(r.w.ops, "log.prepared"), "no member logged prepared alone")
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	assert.Equal(t, map[int64][]bool{1: {true}}, r.w.releases, "B3: the shared id is released once, when every member is final")
+}
+
+// B1: a request whose SQL fails never rides; the others commit without it.
+func TestBatchMemberSQLFails(t *testing.T) {
+	t.Parallel()
+	r := runBatch(t, nil, "r1")
+	states := r.check(t)
+	assert.Equal(t, coord.StateAborted, states["r1"])
+	assert.ErrorIs(t, r.answers["r1"], coord.ErrAborted)
+	for _, id := range []string{"r0", "r2"} {
+		assert.Equal(t, coord.StateCommitted, states[id], id)
+		assert.NoError(t, r.answers[id], id)
+	}
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	for pid, vs := range r.w.kafkaRecs {
+		assert.NotContains(t, vs, "r1", "the failed request's record rode in transaction %d", pid)
+	}
+}
+
+// A fault at each step of the batch, before or after its effect: whatever happens, every
+// request is atomic and its answer true.
+func TestBatchFaultAtEveryStep(t *testing.T) {
+	t.Parallel()
+	for _, op := range []string{"kafka.acquire", "kafka.begin", "kafka.add", "kafka.flush", "log.prepared_batch",
+		"kafka.commit", "kafka.endtxn", "sql.commit_prepared", "log.committed", "sql.rollback_prepared", "kafka.abort"} {
+		for _, m := range []mode{failBefore, failAfter} {
+			for k := range 2 {
+				t.Run(fmt.Sprintf("%s/%d/mode %d", op, k, m), func(t *testing.T) {
+					t.Parallel()
+					runBatch(t, nth(op, k, m)).check(t)
+				})
+			}
+		}
+	}
+}
+
+// A resolver claims one member right before the batch's prepared write: the write is refused
+// as a whole, nothing commits on that Kafka transaction, and every answer follows its row.
+func TestBatchPreparedWriteRefused(t *testing.T) {
+	t.Parallel()
+	var once sync.Once
+	claim := func(w *world) func(int, string) mode {
+		return func(_ int, op string) mode {
+			if op != "log.prepared_batch" {
+				return pass
+			}
+			once.Do(func() {
+				rows, _, _, _ := w.snapshot()
+				rules := coord.Rules{Log: fakeLog{w}, SQL: fakeSQL{w}, Kafka: fakeKafka{w}}
+				_, err := rules.Resolve(context.WithValue(context.Background(), resolverKey{}, true), rows["p_r1"],
+					coord.Fence{Instance: "r", Epoch: 1}, nil)
+				assert.NoError(t, err)
+			})
+			return pass
+		}
+	}
+	r := runBatch(t, claim)
+	states := r.check(t)
+	assert.Equal(t, coord.StateAborted, states["r1"])
+	assert.ErrorIs(t, r.answers["r1"], coord.ErrAborted, "the claimed member answers from its row")
+	assert.Zero(t, count(r.w.ops, "kafka.commit"), "no EndTxn(commit) after a refused prepared write")
+}
+
+// B4 (the model's finding B1): when the prepared write's answer is lost, every member is in
+// doubt and the shared id is quarantined; recovery may release it only at the last member.
+func TestBatchQuarantineReleasedAtLastMember(t *testing.T) {
+	t.Parallel()
+	r := runBatch(t, nth("log.prepared_batch", 0, failBefore))
+	r.check(t)
+	var got []string
+	for i := range members {
+		id, ok := r.c.TakeQuarantined(fmt.Sprintf("p_r%d", i))
+		if ok {
+			got = append(got, id)
+		}
+		if i < members-1 {
+			assert.False(t, ok, "the id is released at member %d of %d", i+1, members)
+		}
+	}
+	require.Len(t, got, 1, "the shared id is released exactly once, at the last member")
+	r.w.mu.Lock()
+	assert.Equal(t, map[int64][]bool{1: {false}}, r.w.releases, "B3: the shared id is quarantined once, by the last member")
+	r.w.mu.Unlock()
+	for i := range members {
+		assert.ErrorIs(t, r.answers[fmt.Sprintf("r%d", i)], coord.ErrInDoubt, "r%d: the prepared write's outcome is unknown", i)
+	}
+}
+
+// The batch's EndTxn(commit) lands but its answer is lost, and Kafka stays unreachable for the
+// retries by ids: every member is in doubt (202), none may roll back on its own, and recovery
+// commits them all.
+func TestBatchDecisionUnknown(t *testing.T) {
+	t.Parallel()
+	lost := func(*world) func(int, string) mode {
+		return func(_ int, op string) mode {
+			switch op {
+			case "kafka.commit":
+				return failAfter
+			case "kafka.endtxn":
+				return failBefore
+			}
+			return pass
+		}
+	}
+	r := runBatch(t, lost)
+	states := r.check(t)
+	for i := range members {
+		id := fmt.Sprintf("r%d", i)
+		assert.ErrorIs(t, r.answers[id], coord.ErrInDoubt, id)
+		assert.Equal(t, coord.StateCommitted, states[id], id)
+	}
+}

@@ -1,0 +1,105 @@
+package txlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// PreparedBatch logs every member of a shared Kafka transaction prepared with the batch's ids,
+// each row with its own record offsets, SQL gids and results: one statement in one database
+// transaction, so one commit and one WAL flush for the batch (B2, coord/batch.go).
+//
+// All or nothing: every row must still be active and owned by its writer at the epoch it
+// started with, and that epoch must still be its instance's (fencing, as update). If any row
+// fails a condition the transaction is rolled back, nothing changes, and the error matches
+// coord.ErrMovedOn: then no member is prepared and the batch's Kafka transaction may be
+// aborted. Any other error leaves the outcome unknown. On success each t is updated.
+func (l *Log) PreparedBatch(ctx context.Context, ts []*coord.Transaction) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	if l.obs != nil {
+		defer l.observeWrite(time.Now())
+	}
+	ids := ts[0].Kafka
+	if ids == nil {
+		return errors.New("txlog: prepared batch without Kafka ids")
+	}
+	n := len(ts)
+	gids, owners := make([]string, n), make([]string, n)
+	epochs := make([]int64, n)
+	recs, sqlGIDs, results := make([]string, n), make([]string, n), make([]string, n)
+	for i, t := range ts {
+		if t.Kafka == nil || t.Kafka.KafkaIDs != ids.KafkaIDs {
+			return fmt.Errorf("txlog: prepared batch: %s does not carry the batch's Kafka ids", t.GID)
+		}
+		r, g, s, err := marshal3(t.Kafka.Records, t.SQLGIDs, t.SQL)
+		if err != nil {
+			return err
+		}
+		gids[i], owners[i], epochs[i] = t.GID, t.Owner, t.OwnerEpoch
+		recs[i], sqlGIDs[i], results[i] = string(r), string(g), string(s)
+	}
+	type stamp struct{ updated, prepared time.Time }
+	stamps := make(map[string]stamp, n)
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
+        AS x(gid, owner, epoch, recs, sql_gids, results)
+), upd AS (
+    UPDATE coordinator_transactions t SET state = 'prepared', updated_at = now(),
+        transactional_id = $7, producer_id = $8, producer_epoch = $9, prepared_state = $10,
+        kafka_records = x.recs::jsonb, sql_gids = x.sql_gids::jsonb, sql_results = x.results::jsonb,
+        prepared_at = now()
+    FROM input x
+    WHERE t.gid = x.gid AND t.state = 'active' AND t.owner_instance = x.owner AND t.owner_epoch = x.epoch
+      AND EXISTS (SELECT 1 FROM coordinator_instances i WHERE i.instance_id = x.owner AND i.epoch = x.epoch)
+    RETURNING t.gid, t.updated_at, t.prepared_at
+), ev AS (
+    INSERT INTO coordinator_events (gid, state) SELECT gid, 'prepared' FROM upd
+)
+SELECT gid, updated_at, prepared_at FROM upd`,
+			gids, owners, epochs, recs, sqlGIDs, results,
+			ids.TransactionalID, ids.ProducerID, ids.ProducerEpoch, ids.PreparedState)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var gid string
+			var st stamp
+			if err := rows.Scan(&gid, &st.updated, &st.prepared); err != nil {
+				return err
+			}
+			stamps[gid] = st
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(stamps) != n {
+			// Returning an error rolls the transaction back: no row changes.
+			return fmt.Errorf("txlog: prepared batch of %d: %d rows moved on or are no longer owned: %w",
+				n, n-len(stamps), ErrStateChanged)
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrStateChanged) {
+			return err
+		}
+		return fmt.Errorf("txlog: prepared batch: %w", err)
+	}
+	for _, t := range ts {
+		st := stamps[t.GID]
+		t.State, t.UpdatedAt = coord.StatePrepared, st.updated
+		prepared := st.prepared
+		t.PreparedAt = &prepared
+	}
+	return nil
+}
