@@ -1,0 +1,113 @@
+package txlog_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txlog"
+)
+
+// PreparedBatch against PostgreSQL: every member prepared with the batch's ids and its own
+// offsets in one write, or, when any member moved on or is no longer owned, no row changed.
+func TestPreparedBatch(t *testing.T) {
+	t.Parallel()
+	l, pool := newLog(t)
+	ctx := context.Background()
+	ea, err := txlog.BumpEpoch(ctx, pool, "a")
+	require.NoError(t, err)
+	er, err := txlog.BumpEpoch(ctx, pool, "r")
+	require.NoError(t, err)
+	ids := coord.KafkaIDs{TransactionalID: "tx-1", ProducerID: 42, ProducerEpoch: 7}
+
+	begin := func(t *testing.T, prefix string, n int, epoch int64) []*coord.Transaction {
+		t.Helper()
+		ts := make([]*coord.Transaction, n)
+		for i := range ts {
+			live, created, err := l.Begin(ctx, row(fmt.Sprintf("%s%d", prefix, i), epoch))
+			require.NoError(t, err)
+			require.True(t, created)
+			live.Kafka = &coord.KafkaState{KafkaIDs: ids, PreparedState: ids.PreparedState(),
+				Records: []coord.RecordOffset{{Topic: "t", Partition: 0, Offset: int64(100 + i)}}}
+			ts[i] = live
+		}
+		return ts
+	}
+	states := func(t *testing.T, ts []*coord.Transaction) []coord.State {
+		t.Helper()
+		var out []coord.State
+		for _, tr := range ts {
+			got, err := l.Get(ctx, tr.ID)
+			require.NoError(t, err)
+			out = append(out, got.State)
+		}
+		return out
+	}
+
+	t.Run("all members", func(t *testing.T) {
+		ts := begin(t, "all", 3, ea)
+		require.NoError(t, l.PreparedBatch(ctx, ts))
+		for i, tr := range ts {
+			assert.Equal(t, coord.StatePrepared, tr.State)
+			require.NotNil(t, tr.PreparedAt)
+			got, err := l.Get(ctx, tr.ID)
+			require.NoError(t, err)
+			assert.Equal(t, coord.StatePrepared, got.State)
+			require.NotNil(t, got.Kafka)
+			assert.Equal(t, ids, got.Kafka.KafkaIDs, "every member carries the batch's ids")
+			assert.Equal(t, []coord.RecordOffset{{Topic: "t", Partition: 0, Offset: int64(100 + i)}}, got.Kafka.Records,
+				"each member keeps its own offsets")
+			events, err := l.Events(ctx, tr.GID)
+			require.NoError(t, err)
+			assert.Equal(t, coord.StatePrepared, events[len(events)-1].State)
+		}
+		busy, err := l.TransactionalIDInDoubt(ctx, ids.TransactionalID)
+		require.NoError(t, err)
+		assert.True(t, busy, "the prepared members hold the shared id")
+	})
+
+	t.Run("one member claimed: nothing changes", func(t *testing.T) {
+		ts := begin(t, "claimed", 3, ea)
+		resolver := *ts[1]
+		require.NoError(t, l.Claim(ctx, &resolver, coord.Fence{Instance: "r", Epoch: er}, coord.StateAborting))
+		require.ErrorIs(t, l.PreparedBatch(ctx, ts), coord.ErrMovedOn)
+		assert.Equal(t, []coord.State{coord.StateActive, coord.StateAborting, coord.StateActive}, states(t, ts))
+		for _, tr := range ts {
+			assert.Equal(t, coord.StateActive, tr.State, "the caller's copies are unchanged")
+		}
+	})
+
+	t.Run("epoch moved: nothing changes", func(t *testing.T) {
+		l2, pool2 := newLog(t)
+		e1, err := txlog.BumpEpoch(ctx, pool2, "a")
+		require.NoError(t, err)
+		ts := make([]*coord.Transaction, 2)
+		for i := range ts {
+			live, _, err := l2.Begin(ctx, row(fmt.Sprintf("fenced%d", i), e1))
+			require.NoError(t, err)
+			live.Kafka = &coord.KafkaState{KafkaIDs: ids}
+			ts[i] = live
+		}
+		_, err = txlog.BumpEpoch(ctx, pool2, "a")
+		require.NoError(t, err)
+		require.ErrorIs(t, l2.PreparedBatch(ctx, ts), coord.ErrMovedOn)
+		for _, tr := range ts {
+			got, err := l2.Get(ctx, tr.ID)
+			require.NoError(t, err)
+			assert.Equal(t, coord.StateActive, got.State)
+		}
+	})
+
+	t.Run("a member without the batch's ids is refused before writing", func(t *testing.T) {
+		ts := begin(t, "mixed", 2, ea)
+		ts[1].Kafka = &coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: "tx-2", ProducerID: 43}}
+		err := l.PreparedBatch(ctx, ts)
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, coord.ErrMovedOn)
+		assert.Equal(t, []coord.State{coord.StateActive, coord.StateActive}, states(t, ts))
+	})
+}
