@@ -232,6 +232,7 @@ func (c *Coordinator) runBatch(members []*member) {
 		ts[i] = m.w.t
 	}
 	c.fault(FaultAfterKafkaFlush)
+	c.sharedFault(members, FaultSharedAfterKafkaFlush)
 
 	// B2: every member prepared, in one all-or-nothing fenced write, before EndTxn.
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FinishTimeout)
@@ -256,15 +257,24 @@ func (c *Coordinator) runBatch(members []*member) {
 		return
 	}
 	c.fault(FaultAfterLogPrepared)
+	c.sharedFault(members, FaultSharedAfterLogPrepared)
 	_, st = c.step(fctx, PhaseEndTxn, SpanEndTxn)
 	kafkaAttrs(st.span, ks.KafkaIDs)
 	commit, cause, err := c.decide(ctx, fctx, ktx, ks.KafkaIDs, members[0].w.t.GID)
 	st.end(err)
 	if err == nil {
 		c.fault(FaultAfterEndTxn)
+		c.sharedFault(members, FaultSharedAfterEndTxn)
 	}
 	for _, m := range members {
 		m.out.commit, m.out.cause, m.out.decideErr = commit, cause, err
+	}
+}
+
+// sharedFault passes a shared-only fault point when the batch carries more than one request.
+func (c *Coordinator) sharedFault(members []*member, p FaultPoint) {
+	if len(members) > 1 {
+		c.fault(p)
 	}
 }
 

@@ -16,16 +16,27 @@ const (
 	FaultBeforeFinalLog      FaultPoint = "before_final_log"      // about to log committed
 )
 
-// FaultPoints lists every fault point in protocol order.
+// The same step boundaries reached by a shared Kafka transaction only (batch.go): its leader
+// passes both the plain point and this one, so a test can make sure the crash lands in a batch.
+const (
+	FaultSharedAfterKafkaFlush  FaultPoint = "shared_after_kafka_flush"
+	FaultSharedAfterLogPrepared FaultPoint = "shared_after_log_prepared"
+	FaultSharedAfterEndTxn      FaultPoint = "shared_after_endtxn"
+)
+
+// FaultPoints lists every fault point of every request in protocol order.
 var FaultPoints = []FaultPoint{FaultAfterSQLWork, FaultAfterPrepare, FaultAfterKafkaFlush,
 	FaultAfterLogPrepared, FaultAfterEndTxn, FaultAfterCommitPrepared, FaultBeforeFinalLog}
 
+// SharedFaultPoints lists the fault points reached in shared Kafka transactions only.
+var SharedFaultPoints = []FaultPoint{FaultSharedAfterKafkaFlush, FaultSharedAfterLogPrepared, FaultSharedAfterEndTxn}
+
 // ParseFaultPoint accepts the names above.
 func ParseFaultPoint(s string) (FaultPoint, error) {
-	for _, p := range FaultPoints {
+	for _, p := range append(FaultPoints, SharedFaultPoints...) {
 		if string(p) == s {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("unknown fault point %q; one of %v", s, FaultPoints)
+	return "", fmt.Errorf("unknown fault point %q; one of %v", s, append(FaultPoints, SharedFaultPoints...))
 }

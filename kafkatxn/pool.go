@@ -44,6 +44,7 @@ type Pool struct {
 
 	mu          sync.Mutex
 	quarantined map[string]bool
+	releasing   map[string]bool      // quarantined ids being returned (Unquarantine)
 	since       map[string]time.Time // when each quarantined id was quarantined
 	topics      map[string]topicInfo
 	touched     map[string]bool // topics this pool writes to: the hanging scans check them
@@ -85,6 +86,7 @@ func NewPool(ctx context.Context, cfg Config, quarantined []string) (*Pool, erro
 		cfg:         cfg,
 		free:        make(chan *producer, cfg.PoolSize),
 		quarantined: map[string]bool{},
+		releasing:   map[string]bool{},
 		since:       map[string]time.Time{},
 		topics:      map[string]topicInfo{},
 		touched:     map[string]bool{},

@@ -23,25 +23,35 @@ var errStillOpen = errors.New("kafka transaction still open")
 
 // Unquarantine returns an id to the pool once its transaction's final state is durable (I1).
 // The new client's InitProducerId aborts whatever may still be open on the id (I6).
+//
+// Concurrent calls for one id (the members of a shared Kafka transaction resolved in parallel)
+// release it once: the first claims the release, the others return at once. Two clients of one
+// id in the pool would fence each other, and the free list would overflow.
 func (p *Pool) Unquarantine(ctx context.Context, id string) error {
 	p.mu.Lock()
-	q := p.quarantined[id]
-	p.mu.Unlock()
-	if !q {
+	if !p.quarantined[id] || p.releasing[id] {
+		p.mu.Unlock()
 		return nil
 	}
+	p.releasing[id] = true
+	p.mu.Unlock()
 	pr, err := p.newProducer(id)
+	if err == nil {
+		if _, _, err = pr.cl.ProducerID(ctx); err != nil {
+			pr.cl.Close()
+			err = fmt.Errorf("kafka: re-initialise %s: %w", id, err)
+		}
+	}
+	p.mu.Lock()
+	delete(p.releasing, id)
+	if err == nil {
+		delete(p.quarantined, id)
+		delete(p.since, id)
+	}
+	p.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if _, _, err := pr.cl.ProducerID(ctx); err != nil {
-		pr.cl.Close()
-		return fmt.Errorf("kafka: re-initialise %s: %w", id, err)
-	}
-	p.mu.Lock()
-	delete(p.quarantined, id)
-	delete(p.since, id)
-	p.mu.Unlock()
 	p.cfg.Logger.Info("transactional id back in the pool", "transactional_id", id)
 	p.free <- pr
 	return nil

@@ -375,7 +375,7 @@ var Settings = []Setting{
 		"OTLP/HTTP collector for OpenTelemetry traces, e.g. `http://localhost:4318` (a base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`: `/v1/traces` is appended); the SDK's `OTEL_*` variables (headers, timeout, sampler, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`) apply; see \"Traces\"",
 		func(c *Config) *string { return &c.OTLPEndpoint }).with(func(s *Setting) { s.DefaultText = "no traces" }),
 	strSetting("COORDINATOR_FAULT", "", "Fault",
-		"**test only**: SIGKILL the process when a transaction reaches this step: `after_sql_work`, `after_prepare`, `after_kafka_flush`, `after_log_prepared`, `after_endtxn`, `after_commit_prepared`, `before_final_log`",
+		"**test only**: SIGKILL the process when a transaction reaches this step: `after_sql_work`, `after_prepare`, `after_kafka_flush`, `after_log_prepared`, `after_endtxn`, `after_commit_prepared`, `before_final_log`; in a shared Kafka transaction only: `shared_after_kafka_flush`, `shared_after_log_prepared`, `shared_after_endtxn`",
 		func(c *Config) *string { return &c.Fault }),
 }
 

@@ -91,4 +91,8 @@ func TestConcurrentMixed(t *testing.T) {
 		states = append(states, s)
 	}
 	assert.Equal(t, []string{"aborted:32", "committed:32"}, states)
+	// The requests ran together, so Kafka transactions were shared (coord/batch.go), with the
+	// failing ones inside them: the checks above hold for the shared path.
+	assert.Positive(t, e.scrape(t).val(t, "kpgtx_kafka_shared_transaction_members_count"),
+		"no Kafka transaction was shared")
 }

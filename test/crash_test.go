@@ -228,3 +228,47 @@ func TestFaultPoints(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedBatchKilled kills the coordinator at the step boundaries of a shared Kafka
+// transaction while many requests run together, so the kill lands in a batch: every member is
+// then resolved by recovery (members logged prepared with one set of Kafka ids are committed by
+// EndTxn on those ids), and every request is consistent on both sides with a true answer.
+func TestSharedBatchKilled(t *testing.T) {
+	t.Parallel()
+	for _, point := range coord.SharedFaultPoints {
+		t.Run(string(point), func(t *testing.T) {
+			t.Parallel()
+			e := newStore(t, envOpts{})
+			n := e.startNode(t, "a", "COORDINATOR_FAULT="+string(point), "KAFKA_POOL_SIZE=4", "KAFKA_SHARED_CONCURRENCY=1")
+			reqs := map[string]sent{}
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for i := range 24 {
+				id := fmt.Sprintf("s%02d", i)
+				kind := "order"
+				if i%6 == 5 {
+					kind = "fail"
+				}
+				wg.Go(func() {
+					st := n.post(e.orderBody(id, kind))
+					mu.Lock()
+					reqs[id] = sent{kind: kind, status: st}
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			n.waitExit(30 * time.Second) // the fault point killed it
+			var shared int
+			require.NoError(t, e.db.QueryRow(context.Background(), `
+SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM coordinator_transactions
+WHERE producer_id IS NOT NULL GROUP BY transactional_id, producer_id, producer_epoch) g`).Scan(&shared))
+			n2 := e.startNode(t, "a", "COORDINATOR_LOG_LEVEL=info")
+			e.waitResolved(t, 60*time.Second)
+			c, a := e.verify(t, n2.base, reqs)
+			t.Logf("%s: %d committed, %d aborted; largest group of rows logged with one set of Kafka ids: %d", point, c, a, shared)
+			if point != coord.FaultSharedAfterKafkaFlush { // before its prepared write a batch logs no ids
+				assert.Greater(t, shared, 1, "the kill did not land in a shared Kafka transaction")
+			}
+		})
+	}
+}
