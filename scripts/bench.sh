@@ -6,7 +6,10 @@
 #                        by-hand dual write (not atomic), at c=1, 16, 64: throughput, p50, p99,
 #                        ratios to the dual write, CPU per committed transaction of the
 #                        coordinator, PostgreSQL and the Kafka broker (from /proc)
-#   BenchmarkRecovery    one recovery pass over in-doubt transactions, parallel vs serial
+#   BenchmarkRecovery    one recovery pass over 10,000 in-doubt transactions, serial (parallelism 1)
+#                        vs parallel (16): pass time, txn/s, untimed setup (setup-s); needs
+#                        max_prepared_transactions >= 10,000 (services.sh sets 12000); several
+#                        minutes on a 2-core machine, most of them the serial pass
 # Extra arguments go to go test (e.g. -count=3). BENCHTIME (default 3s) sets -benchtime of the
 # throughput benchmark. PPROF_SECONDS=N profiles the coordinator process over the first N seconds
 # of its c=64 run (keep BENCHTIME longer) and prints the profile's top entries; the profile is

@@ -228,7 +228,7 @@ func TestTraceRecoveryPass(t *testing.T) {
 	t.Parallel()
 	e, exp := tracedEnv(t)
 	ctx := context.Background()
-	require.NoError(t, prepareOne(ctx, e, "tr-3"))
+	require.NoError(t, prepareOne(ctx, e, e.db, "tr-3"))
 	gid := e.svc.Coord.GID("tr-3")
 
 	// The pass's span ends after the whole pass: wait for it too.
