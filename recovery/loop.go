@@ -292,8 +292,11 @@ func (l *Loop) resolveDue(ctx context.Context, instance string, activeGuard time
 	}
 	tried := map[string]bool{}
 	var mu sync.Mutex
+	// A page far larger than the parallelism: each query reads every in-doubt row of the
+	// instance to order them, so small pages made a pass over n rows cost n²/page row reads.
+	page := max(4*l.cfg.Parallelism, duePage)
 	for {
-		rows, err := l.log.Due(ctx, instance, activeGuard, 4*l.cfg.Parallelism)
+		rows, err := l.log.Due(ctx, instance, activeGuard, page)
 		if err != nil {
 			return err
 		}
@@ -309,23 +312,25 @@ func (l *Loop) resolveDue(ctx context.Context, instance string, activeGuard time
 		}
 		sem := make(chan struct{}, l.cfg.Parallelism)
 		var wg sync.WaitGroup
-		for _, t := range todo {
+		for _, group := range batchMates(todo) {
 			wg.Add(1)
 			sem <- struct{}{}
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				err := l.resolve(ctx, t, instance == l.cfg.Instance)
-				if errors.Is(err, errMovedOn) {
-					return
+				for _, t := range group {
+					err := l.resolve(ctx, t, instance == l.cfg.Instance)
+					if errors.Is(err, errMovedOn) {
+						continue
+					}
+					mu.Lock()
+					if err != nil {
+						st.Failed++
+					} else {
+						st.Resolved++
+					}
+					mu.Unlock()
 				}
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					st.Failed++
-					return
-				}
-				st.Resolved++
 			}()
 		}
 		wg.Wait()
@@ -333,6 +338,30 @@ func (l *Loop) resolveDue(ctx context.Context, instance string, activeGuard time
 			return ctx.Err()
 		}
 	}
+}
+
+// duePage is the least number of due rows a pass reads per query.
+const duePage = 512
+
+// batchMates groups the rows that were logged prepared with the same Kafka ids (the members of
+// one shared Kafka transaction, docs/batching.md): a group is resolved in order by one worker,
+// so its first EndTxn decides the Kafka transaction and the members after it are answered as
+// retries of that decision, instead of racing each other on the same ids. Every other row is a
+// group of its own. The order of first appearance is kept.
+func batchMates(rows []*coord.Transaction) [][]*coord.Transaction {
+	var groups [][]*coord.Transaction
+	index := map[coord.KafkaIDs]int{}
+	for _, t := range rows {
+		if t.State == coord.StatePrepared && t.Kafka != nil && t.Kafka.TransactionalID != "" {
+			if i, ok := index[t.Kafka.KafkaIDs]; ok {
+				groups[i] = append(groups[i], t)
+				continue
+			}
+			index[t.Kafka.KafkaIDs] = len(groups)
+		}
+		groups = append(groups, []*coord.Transaction{t})
+	}
+	return groups
 }
 
 // backoff is exponential in the attempt count with full jitter in [d/2, d].

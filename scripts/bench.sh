@@ -14,6 +14,8 @@
 # throughput benchmark. PPROF_SECONDS=N profiles the coordinator process over the first N seconds
 # of its c=64 run (keep BENCHTIME longer) and prints the profile's top entries; the profile is
 # kept as test/artifacts/coordinator-c64.pprof (go tool pprof -http=: <file>).
+# BENCH_COORDINATOR_ENV="KAFKA_SHARED_MAX=1 ..." adds settings to the coordinator's, to compare
+# tunings (KAFKA_SHARED_MAX=1 is the coordinator without shared Kafka transactions).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/services.sh start >/dev/null

@@ -44,8 +44,11 @@ func BenchmarkThroughput(b *testing.B) {
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	base := "http://" + listen
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	p := startCoordinator(b, e.binaryEnv("bench", listen, "COORDINATOR_PPROF_LISTEN="+pprofAddr, "KAFKA_POOL_SIZE=64", "COORDINATOR_DB_MAX_CONNS=96",
-		"COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=10s", "COORDINATOR_MAX_IN_FLIGHT=4096"), "serve")
+	settings := []string{"COORDINATOR_PPROF_LISTEN=" + pprofAddr, "KAFKA_POOL_SIZE=64", "COORDINATOR_DB_MAX_CONNS=96",
+		"COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=10s", "COORDINATOR_MAX_IN_FLIGHT=4096"}
+	// BENCH_COORDINATOR_ENV adds settings (space-separated NAME=value) to compare tunings.
+	settings = append(settings, strings.Fields(os.Getenv("BENCH_COORDINATOR_ENV"))...)
+	p := startCoordinator(b, e.binaryEnv("bench", listen, settings...), "serve")
 	waitHealthy(b, p, base, 60*time.Second)
 	coordPID := p.cmd.Process.Pid
 
