@@ -6,6 +6,7 @@
 #                                  tests; installed when missing
 #   2. go vet ./...
 #   3. bash model/check.sh         the protocol model, checked with SPIN (installs spin)
+#      bash model/check-batch.sh   its shared-Kafka-transaction variant (docs/batching.md)
 #   4. go test ./...               against the real broker and database
 #   5. go test ./test/...          again, against the in-process kfake
 #                                  (KAFKA_BROKERS empty, TEST_KAFKA=kfake)
@@ -62,6 +63,8 @@ go vet ./... || failed+=("go vet")
 
 echo "== bash model/check.sh (SPIN model of the commit protocol)" >&2
 bash model/check.sh || failed+=("model/check.sh")
+echo "== bash model/check-batch.sh (SPIN model of shared Kafka transactions)" >&2
+bash model/check-batch.sh || failed+=("model/check-batch.sh")
 
 echo "== go test ./... (real Kafka at $KAFKA_BROKERS, PostgreSQL)" >&2
 env -u TEST_KAFKA go test -count=1 -timeout 30m ./... || failed+=("go test ./... (real Kafka)")
