@@ -71,6 +71,8 @@ type batchOutcome struct {
 	commit    bool
 	cause     error
 	decideErr error
+	// finished: the batch's phase 2 committed this member and logged it committed.
+	finished bool
 }
 
 func newBatcher(cfg BatchConfig) *batcher {
@@ -136,6 +138,14 @@ func (c *Coordinator) runShared(ctx context.Context, w *work) (*Transaction, err
 	}
 	<-m.done
 	o := m.out
+	if o.finished {
+		// Committed on both sides and logged by the batch's phase 2.
+		if w.ktx != nil {
+			w.ktx.Release(true)
+			w.ktx = nil
+		}
+		return Answer(w.t, nil)
+	}
 	if o.alone {
 		if err := c.kafkaPhase1(ctx, w); err != nil {
 			return c.abort(w, err)
@@ -174,12 +184,13 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 		return
 	}
 	members := b.seal(bt)
-	func() {
-		// The slot is held through the decision, even by a batch of one: requests prepared
-		// meanwhile gather into the next batch, which is what makes batches form under load.
-		defer func() { <-b.slots }()
-		c.runBatch(members)
-	}()
+	// The slot is held through the decision, even by a batch of one: requests prepared
+	// meanwhile gather into the next batch, which is what makes batches form under load.
+	c.runBatch(members)
+	<-b.slots
+	if len(members) > 1 && members[0].out.commit && members[0].out.decideErr == nil && members[0].out.prepErr == nil {
+		c.finishShared(members)
+	}
 	for _, m := range members {
 		close(m.done)
 	}
@@ -268,6 +279,68 @@ func (c *Coordinator) runBatch(members []*member) {
 	}
 	for _, m := range members {
 		m.out.commit, m.out.cause, m.out.decideErr = commit, cause, err
+	}
+}
+
+// finishShared is phase 2 of a committed batch, for all members at once: COMMIT PREPARED of
+// every member's gids in one round trip per database, then one write logging committed every
+// member whose gids all committed. A member left out (a gid that failed, a row that moved on, a
+// write whose answer was lost) finishes on its own path, which repeats both steps idempotently
+// (I4) and answers from the stored row when it moved on.
+func (c *Coordinator) finishShared(members []*member) {
+	ctx, cancel := context.WithTimeout(members[0].w.traced(context.Background()), c.cfg.FinishTimeout)
+	defer cancel()
+	pctx, st := c.step(ctx, PhasePhase2, SpanPhase2)
+	ok := make([]bool, len(members))
+	type ref struct{ member int }
+	gids := map[string][]string{}
+	refs := map[string][]ref{}
+	for i, m := range members {
+		ok[i] = true
+		for _, g := range m.w.t.SQLGIDs {
+			gids[g.Database] = append(gids[g.Database], g.GID)
+			refs[g.Database] = append(refs[g.Database], ref{i})
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for db := range gids {
+		wg.Go(func() {
+			errs := c.sql.CommitPreparedMany(pctx, db, gids[db])
+			mu.Lock()
+			defer mu.Unlock()
+			for j, err := range errs {
+				if err != nil {
+					ok[refs[db][j].member] = false
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st.end(nil)
+	var ts []*Transaction
+	var idx []int
+	for i, m := range members {
+		if ok[i] {
+			ts = append(ts, m.w.t)
+			idx = append(idx, i)
+		}
+	}
+	if len(ts) == 0 {
+		return
+	}
+	c.fault(FaultAfterCommitPrepared)
+	c.fault(FaultBeforeFinalLog)
+	lctx, st := c.step(ctx, PhaseLogFinal, SpanLogFinal)
+	done, err := c.log.CommittedBatch(lctx, ts)
+	st.end(err)
+	if err != nil {
+		c.cfg.Logger.Warn("final write of a shared transaction's members failed; each member writes its own",
+			"members", len(ts), "error", err)
+		return
+	}
+	for j, i := range idx {
+		members[i].out.finished = done[j]
 	}
 }
 

@@ -187,6 +187,8 @@ func TestBatchSharesOneKafkaTransaction(t *testing.T) {
 	assert.Equal(t, 1, count(r.w.ops, "kafka.commit"), "one EndTxn for the batch")
 	assert.Equal(t, 1, count(r.w.ops, "log.prepared_batch"), "one prepared write for the batch")
 	assert.Zero(t, count(r.w.ops, "log.prepared"), "no member logged prepared alone")
+	assert.Equal(t, 1, count(r.w.ops, "log.committed_batch"), "one final write for the batch")
+	assert.Zero(t, count(r.w.ops, "log.committed"), "no member logged committed alone")
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
 	assert.Equal(t, map[int64][]bool{1: {true}}, r.w.releases, "B3: the shared id is released once, when every member is final")
@@ -215,7 +217,8 @@ func TestBatchMemberSQLFails(t *testing.T) {
 func TestBatchFaultAtEveryStep(t *testing.T) {
 	t.Parallel()
 	for _, op := range []string{"kafka.acquire", "kafka.begin", "kafka.add", "kafka.flush", "log.prepared_batch",
-		"kafka.commit", "kafka.endtxn", "sql.commit_prepared", "log.committed", "sql.rollback_prepared", "kafka.abort"} {
+		"kafka.commit", "kafka.endtxn", "sql.commit_prepared_many", "log.committed_batch", "sql.commit_prepared",
+		"log.committed", "sql.rollback_prepared", "kafka.abort"} {
 		for _, m := range []mode{failBefore, failAfter} {
 			for k := range 2 {
 				t.Run(fmt.Sprintf("%s/%d/mode %d", op, k, m), func(t *testing.T) {

@@ -221,6 +221,35 @@ func (l fakeLog) PreparedBatch(ctx context.Context, ts []*coord.Transaction) err
 	return nil
 }
 
+// CommittedBatch: one call; each row its own compare-and-set.
+func (l fakeLog) CommittedBatch(ctx context.Context, ts []*coord.Transaction) ([]bool, error) {
+	done := make([]bool, len(ts))
+	m := l.w.call(ctx, "log.committed_batch")
+	if m == failBefore {
+		return done, errInjected
+	}
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	for i, t := range ts {
+		row, ok := l.w.rows[t.GID]
+		if !ok || row.State != coord.StatePrepared || t.State != coord.StatePrepared || row.Owner != t.Owner ||
+			row.OwnerEpoch != t.OwnerEpoch || !l.owned(t) {
+			continue
+		}
+		row.State = coord.StateCommitted
+		done[i] = true
+	}
+	if m == failAfter {
+		return make([]bool, len(ts)), errInjected
+	}
+	for i, t := range ts {
+		if done[i] {
+			*t = *clone(l.w.rows[t.GID])
+		}
+	}
+	return done, nil
+}
+
 func (l fakeLog) Transition(ctx context.Context, t *coord.Transaction, to coord.State) error {
 	want := clone(t)
 	return l.cas(ctx, "log."+string(to), t, func(row *coord.Transaction) {
@@ -327,6 +356,14 @@ func (s fakeSQL) finish(ctx context.Context, op, gid string, commit bool) error 
 
 func (s fakeSQL) CommitPrepared(ctx context.Context, _, gid string) error {
 	return s.finish(ctx, "sql.commit_prepared", gid, true)
+}
+
+func (s fakeSQL) CommitPreparedMany(ctx context.Context, db string, gids []string) []error {
+	errs := make([]error, len(gids))
+	for i, g := range gids {
+		errs[i] = s.finish(ctx, "sql.commit_prepared_many", g, true)
+	}
+	return errs
 }
 
 func (s fakeSQL) RollbackPrepared(ctx context.Context, _, gid string) error {

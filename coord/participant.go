@@ -53,6 +53,9 @@ type SQL interface {
 	// CommitPrepared and RollbackPrepared are idempotent (I4): a gid that no longer exists is
 	// resolved with the marker row; ErrHeuristic reports a gid that ended the other way.
 	CommitPrepared(ctx context.Context, database, gid string) error
+	// CommitPreparedMany commits several gids of one database in one round trip; errs[i] is
+	// gids[i]'s outcome, and a failed one is left to CommitPrepared.
+	CommitPreparedMany(ctx context.Context, database string, gids []string) (errs []error)
 	RollbackPrepared(ctx context.Context, database, gid string) error
 	// SettleOnePhase decides a one-phase transaction from evidence, for good: a marker row
 	// committed by the transaction means committed; otherwise a fencing marker (aborted) is
@@ -88,6 +91,9 @@ type Log interface {
 	// nothing, in one durable write (B2): it changes nothing and returns an error matching
 	// ErrMovedOn unless every row is still active and owned as its writer last saw it.
 	PreparedBatch(ctx context.Context, ts []*Transaction) error
+	// CommittedBatch logs prepared transactions committed in one write, each row its own
+	// compare-and-set: done[i] says whether ts[i] was written. err: every outcome unknown.
+	CommittedBatch(ctx context.Context, ts []*Transaction) (done []bool, err error)
 	// Transition moves the transaction to a new state, storing results and error.
 	Transition(ctx context.Context, t *Transaction, to State) error
 	// Claim makes the row by's and moves it to state to (claim before act): the resolver's

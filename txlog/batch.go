@@ -103,3 +103,64 @@ SELECT gid, updated_at, prepared_at FROM upd`,
 	}
 	return nil
 }
+
+// CommittedBatch logs several prepared transactions committed in one statement and one commit
+// (the members of a shared Kafka transaction whose phase 2 is done; their offsets, gids and
+// results were stored by PreparedBatch). Each row is its own compare-and-set on state
+// prepared, its owner and its epoch, as update: done[i] says whether ts[i] was written (and
+// updated); a row that moved on is left to its writer's own path. err != nil: the outcome of
+// every write is unknown.
+func (l *Log) CommittedBatch(ctx context.Context, ts []*coord.Transaction) (done []bool, err error) {
+	done = make([]bool, len(ts))
+	if len(ts) == 0 {
+		return done, nil
+	}
+	if l.obs != nil {
+		defer l.observeWrite(time.Now())
+	}
+	gids, owners := make([]string, len(ts)), make([]string, len(ts))
+	epochs := make([]int64, len(ts))
+	for i, t := range ts {
+		gids[i], owners[i], epochs[i] = t.GID, t.Owner, t.OwnerEpoch
+	}
+	rows, err := l.pool.Query(ctx, `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) AS x(gid, owner, epoch)
+), upd AS (
+    UPDATE coordinator_transactions t SET state = 'committed', updated_at = now(), finished_at = now()
+    FROM input x
+    WHERE t.gid = x.gid AND t.state = 'prepared' AND t.owner_instance = x.owner AND t.owner_epoch = x.epoch
+      AND EXISTS (SELECT 1 FROM coordinator_instances i WHERE i.instance_id = x.owner AND i.epoch = x.epoch)
+    RETURNING t.gid, t.updated_at, t.finished_at
+), ev AS (
+    INSERT INTO coordinator_events (gid, state) SELECT gid, 'committed' FROM upd
+)
+SELECT gid, updated_at, finished_at FROM upd`, gids, owners, epochs)
+	if err != nil {
+		return done, fmt.Errorf("txlog: committed batch: %w", err)
+	}
+	type stamp struct{ updated, finished time.Time }
+	stamps := make(map[string]stamp, len(ts))
+	for rows.Next() {
+		var gid string
+		var st stamp
+		if err := rows.Scan(&gid, &st.updated, &st.finished); err != nil {
+			rows.Close()
+			return done, fmt.Errorf("txlog: committed batch: %w", err)
+		}
+		stamps[gid] = st
+	}
+	if err := rows.Err(); err != nil {
+		return done, fmt.Errorf("txlog: committed batch: %w", err)
+	}
+	for i, t := range ts {
+		st, ok := stamps[t.GID]
+		if !ok {
+			continue
+		}
+		finished := st.finished
+		t.State, t.UpdatedAt, t.FinishedAt = coord.StateCommitted, st.updated, &finished
+		done[i] = true
+	}
+	return done, nil
+}

@@ -70,6 +70,22 @@ func TestPreparedBatch(t *testing.T) {
 		assert.True(t, busy, "the prepared members hold the shared id")
 	})
 
+	t.Run("committed together, each row its own compare-and-set", func(t *testing.T) {
+		ts := begin(t, "done", 3, ea)
+		require.NoError(t, l.PreparedBatch(ctx, ts))
+		resolver := *ts[2]
+		require.NoError(t, l.Claim(ctx, &resolver, coord.Fence{Instance: "r", Epoch: er}, coord.StatePrepared))
+		done, err := l.CommittedBatch(ctx, ts)
+		require.NoError(t, err)
+		assert.Equal(t, []bool{true, true, false}, done, "the claimed row is left to its resolver")
+		assert.Equal(t, []coord.State{coord.StateCommitted, coord.StateCommitted, coord.StatePrepared}, states(t, ts))
+		assert.Equal(t, coord.StateCommitted, ts[0].State)
+		require.NotNil(t, ts[0].FinishedAt)
+		events, err := l.Events(ctx, ts[0].GID)
+		require.NoError(t, err)
+		assert.Equal(t, coord.StateCommitted, events[len(events)-1].State)
+	})
+
 	t.Run("one member claimed: nothing changes", func(t *testing.T) {
 		ts := begin(t, "claimed", 3, ea)
 		resolver := *ts[1]
