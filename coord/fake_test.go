@@ -173,8 +173,8 @@ func (l fakeLog) cas(ctx context.Context, op string, t *coord.Transaction, apply
 	}
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
-	row, ok := l.w.rows[t.GID]
-	if !ok || row.State != t.State || row.Owner != t.Owner || row.OwnerEpoch != t.OwnerEpoch || !l.owned(t) {
+	row, ok := l.casRow(t, t.State)
+	if !ok {
 		return fmt.Errorf("%s %s: %w", op, t.GID, coord.ErrMovedOn)
 	}
 	apply(row)
@@ -183,6 +183,16 @@ func (l fakeLog) cas(ctx context.Context, op string, t *coord.Transaction, apply
 	}
 	*t = *clone(row)
 	return nil
+}
+
+// casRow is t's row when a fenced compare-and-set from state would pass: the row is in that
+// state as t last saw it, and owned by t's writer at its current epoch (l.w.mu held).
+func (l fakeLog) casRow(t *coord.Transaction, state coord.State) (*coord.Transaction, bool) {
+	row, ok := l.w.rows[t.GID]
+	if !ok || row.State != state || t.State != state || row.Owner != t.Owner || row.OwnerEpoch != t.OwnerEpoch || !l.owned(t) {
+		return nil, false
+	}
+	return row, true
 }
 
 func (l fakeLog) Prepared(ctx context.Context, t *coord.Transaction) error {
@@ -201,9 +211,7 @@ func (l fakeLog) PreparedBatch(ctx context.Context, ts []*coord.Transaction) err
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
 	for _, t := range ts {
-		row, ok := l.w.rows[t.GID]
-		if !ok || row.State != coord.StateActive || t.State != coord.StateActive || row.Owner != t.Owner ||
-			row.OwnerEpoch != t.OwnerEpoch || !l.owned(t) {
+		if _, ok := l.casRow(t, coord.StateActive); !ok {
 			return fmt.Errorf("log.prepared_batch %s: %w", t.GID, coord.ErrMovedOn)
 		}
 	}
@@ -231,9 +239,8 @@ func (l fakeLog) CommittedBatch(ctx context.Context, ts []*coord.Transaction) ([
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
 	for i, t := range ts {
-		row, ok := l.w.rows[t.GID]
-		if !ok || row.State != coord.StatePrepared || t.State != coord.StatePrepared || row.Owner != t.Owner ||
-			row.OwnerEpoch != t.OwnerEpoch || !l.owned(t) {
+		row, ok := l.casRow(t, coord.StatePrepared)
+		if !ok {
 			continue
 		}
 		row.State = coord.StateCommitted

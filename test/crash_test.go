@@ -194,6 +194,25 @@ func (e *env) checkRecords(t *testing.T, id string, want, got int, msg string, a
 	assert.Equal(t, want, got, append([]any{msg}, args...)...)
 }
 
+// postAll sends one request of each kind at once (ids prefix0, prefix1, …) and returns what
+// each was answered (0: no answer).
+func (n *node) postAll(prefix string, kinds []string) map[string]sent {
+	reqs := map[string]sent{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, kind := range kinds {
+		id := fmt.Sprintf("%s%02d", prefix, i)
+		wg.Go(func() {
+			st := n.post(n.e.orderBody(id, kind))
+			mu.Lock()
+			reqs[id] = sent{kind: kind, status: st}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return reqs
+}
+
 // TestFaultPoints kills the coordinator at every step boundary while a mix of requests runs,
 // restarts it, and checks that recovery makes every request consistent on both sides and that
 // the API reports the same outcome.
@@ -205,21 +224,7 @@ func TestFaultPoints(t *testing.T) {
 			e := newStore(t, envOpts{})
 			n := e.startNode(t, "a", "COORDINATOR_FAULT="+string(point))
 			kinds := []string{"order", "order", "order", "order", "sql-only", "kafka-only", "fail", "order"}
-			reqs := map[string]sent{}
-			var mu sync.Mutex
-			var wg sync.WaitGroup
-			for i, kind := range kinds {
-				id := fmt.Sprintf("f%d", i)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					st := n.post(e.orderBody(id, kind))
-					mu.Lock()
-					reqs[id] = sent{kind: kind, status: st}
-					mu.Unlock()
-				}()
-			}
-			wg.Wait()
+			reqs := n.postAll("f", kinds)
 			n.waitExit(30 * time.Second) // the fault point killed it
 			n2 := e.startNode(t, "a")
 			e.waitResolved(t, 60*time.Second)
@@ -240,23 +245,14 @@ func TestSharedBatchKilled(t *testing.T) {
 			t.Parallel()
 			e := newStore(t, envOpts{})
 			n := e.startNode(t, "a", "COORDINATOR_FAULT="+string(point), "KAFKA_POOL_SIZE=4", "KAFKA_SHARED_CONCURRENCY=1")
-			reqs := map[string]sent{}
-			var mu sync.Mutex
-			var wg sync.WaitGroup
-			for i := range 24 {
-				id := fmt.Sprintf("s%02d", i)
-				kind := "order"
+			kinds := make([]string, 24)
+			for i := range kinds {
+				kinds[i] = "order"
 				if i%6 == 5 {
-					kind = "fail"
+					kinds[i] = "fail"
 				}
-				wg.Go(func() {
-					st := n.post(e.orderBody(id, kind))
-					mu.Lock()
-					reqs[id] = sent{kind: kind, status: st}
-					mu.Unlock()
-				})
 			}
-			wg.Wait()
+			reqs := n.postAll("s", kinds)
 			n.waitExit(30 * time.Second) // the fault point killed it
 			var shared int
 			require.NoError(t, e.db.QueryRow(context.Background(), `

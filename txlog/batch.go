@@ -46,40 +46,19 @@ func (l *Log) PreparedBatch(ctx context.Context, ts []*coord.Transaction) error 
 		gids[i], owners[i], epochs[i] = t.GID, t.Owner, t.OwnerEpoch
 		recs[i], sqlGIDs[i], results[i] = string(r), string(g), string(s)
 	}
-	type stamp struct{ updated, prepared time.Time }
-	stamps := make(map[string]stamp, n)
+	var stamps map[string][2]time.Time
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
-        AS x(gid, owner, epoch, recs, sql_gids, results)
-), upd AS (
-    UPDATE coordinator_transactions t SET state = 'prepared', updated_at = now(),
+		rows, err := tx.Query(ctx, batchUpdateSQL(coord.StateActive, coord.StatePrepared,
+			"$4::text[], $5::text[], $6::text[]", "recs, sql_gids, results", `
         transactional_id = $7, producer_id = $8, producer_epoch = $9, prepared_state = $10,
         kafka_records = x.recs::jsonb, sql_gids = x.sql_gids::jsonb, sql_results = x.results::jsonb,
-        prepared_at = now()
-    FROM input x
-    WHERE t.gid = x.gid AND t.state = 'active' AND t.owner_instance = x.owner AND t.owner_epoch = x.epoch
-      AND EXISTS (SELECT 1 FROM coordinator_instances i WHERE i.instance_id = x.owner AND i.epoch = x.epoch)
-    RETURNING t.gid, t.updated_at, t.prepared_at
-), ev AS (
-    INSERT INTO coordinator_events (gid, state) SELECT gid, 'prepared' FROM upd
-)
-SELECT gid, updated_at, prepared_at FROM upd`,
+        prepared_at = now()`, "prepared_at"),
 			gids, owners, epochs, recs, sqlGIDs, results,
 			ids.TransactionalID, ids.ProducerID, ids.ProducerEpoch, ids.PreparedState)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var gid string
-			var st stamp
-			if err := rows.Scan(&gid, &st.updated, &st.prepared); err != nil {
-				return err
-			}
-			stamps[gid] = st
-		}
-		if err := rows.Err(); err != nil {
+		if stamps, err = readStamps(rows); err != nil {
 			return err
 		}
 		if len(stamps) != n {
@@ -97,9 +76,8 @@ SELECT gid, updated_at, prepared_at FROM upd`,
 	}
 	for _, t := range ts {
 		st := stamps[t.GID]
-		t.State, t.UpdatedAt = coord.StatePrepared, st.updated
-		prepared := st.prepared
-		t.PreparedAt = &prepared
+		t.State, t.UpdatedAt = coord.StatePrepared, st[0]
+		t.PreparedAt = &st[1]
 	}
 	return nil
 }
@@ -123,44 +101,62 @@ func (l *Log) CommittedBatch(ctx context.Context, ts []*coord.Transaction) (done
 	for i, t := range ts {
 		gids[i], owners[i], epochs[i] = t.GID, t.Owner, t.OwnerEpoch
 	}
-	rows, err := l.pool.Query(ctx, `
-WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) AS x(gid, owner, epoch)
-), upd AS (
-    UPDATE coordinator_transactions t SET state = 'committed', updated_at = now(), finished_at = now()
-    FROM input x
-    WHERE t.gid = x.gid AND t.state = 'prepared' AND t.owner_instance = x.owner AND t.owner_epoch = x.epoch
-      AND EXISTS (SELECT 1 FROM coordinator_instances i WHERE i.instance_id = x.owner AND i.epoch = x.epoch)
-    RETURNING t.gid, t.updated_at, t.finished_at
-), ev AS (
-    INSERT INTO coordinator_events (gid, state) SELECT gid, 'committed' FROM upd
-)
-SELECT gid, updated_at, finished_at FROM upd`, gids, owners, epochs)
+	rows, err := l.pool.Query(ctx, batchUpdateSQL(coord.StatePrepared, coord.StateCommitted, "", "",
+		"finished_at = now()", "finished_at"), gids, owners, epochs)
+	if err == nil {
+		var stamps map[string][2]time.Time
+		if stamps, err = readStamps(rows); err == nil {
+			for i, t := range ts {
+				if st, ok := stamps[t.GID]; ok {
+					t.State, t.UpdatedAt, t.FinishedAt = coord.StateCommitted, st[0], &st[1]
+					done[i] = true
+				}
+			}
+		}
+	}
 	if err != nil {
 		return done, fmt.Errorf("txlog: committed batch: %w", err)
 	}
-	type stamp struct{ updated, finished time.Time }
-	stamps := make(map[string]stamp, len(ts))
+	return done, nil
+}
+
+// batchUpdateSQL is one statement moving many rows from one state to another, each row its own
+// compare-and-set, as update does for one: the row must be in state from and owned by its
+// writer ($2) at the epoch it started with ($3), which must still be that instance's (fencing).
+// $1 are the gids; extraArrays are more unnest arguments (from $4) named extraNames, readable as
+// x.<name> in set. Each row changed gets its event; the statement returns gid, updated_at and
+// the stamp column.
+func batchUpdateSQL(from, to coord.State, extraArrays, extraNames, set, stamp string) string {
+	if extraArrays != "" {
+		extraArrays, extraNames = ", "+extraArrays, ", "+extraNames
+	}
+	return `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]` + extraArrays + `)
+        AS x(gid, owner, epoch` + extraNames + `)
+), upd AS (
+    UPDATE coordinator_transactions t SET state = '` + string(to) + `', updated_at = now(), ` + set + `
+    FROM input x
+    WHERE t.gid = x.gid AND t.state = '` + string(from) + `' AND t.owner_instance = x.owner AND t.owner_epoch = x.epoch
+      AND EXISTS (SELECT 1 FROM coordinator_instances i WHERE i.instance_id = x.owner AND i.epoch = x.epoch)
+    RETURNING t.gid, t.updated_at, t.` + stamp + `
+), ev AS (
+    INSERT INTO coordinator_events (gid, state) SELECT gid, '` + string(to) + `' FROM upd
+)
+SELECT gid, updated_at, ` + stamp + ` FROM upd`
+}
+
+// readStamps reads batchUpdateSQL's answer: gid → (updated_at, the stamp column).
+func readStamps(rows pgx.Rows) (map[string][2]time.Time, error) {
+	defer rows.Close()
+	out := map[string][2]time.Time{}
 	for rows.Next() {
 		var gid string
-		var st stamp
-		if err := rows.Scan(&gid, &st.updated, &st.finished); err != nil {
-			rows.Close()
-			return done, fmt.Errorf("txlog: committed batch: %w", err)
+		var ts [2]time.Time
+		if err := rows.Scan(&gid, &ts[0], &ts[1]); err != nil {
+			return nil, err
 		}
-		stamps[gid] = st
+		out[gid] = ts
 	}
-	if err := rows.Err(); err != nil {
-		return done, fmt.Errorf("txlog: committed batch: %w", err)
-	}
-	for i, t := range ts {
-		st, ok := stamps[t.GID]
-		if !ok {
-			continue
-		}
-		finished := st.finished
-		t.State, t.UpdatedAt, t.FinishedAt = coord.StateCommitted, st.updated, &finished
-		done[i] = true
-	}
-	return done, nil
+	return out, rows.Err()
 }
