@@ -200,8 +200,8 @@ func (c Config) Validate() error {
 	if c.SharedMax < 1 || c.SharedMax > 1024 {
 		errs = append(errs, fmt.Sprintf("KAFKA_SHARED_MAX=%d: from 1 (no shared Kafka transactions) to 1024", c.SharedMax))
 	}
-	if c.SharedConcurrency < 1 || c.SharedConcurrency > c.PoolSize {
-		errs = append(errs, fmt.Sprintf("KAFKA_SHARED_CONCURRENCY=%d: from 1 to KAFKA_POOL_SIZE (%d)", c.SharedConcurrency, c.PoolSize))
+	if c.SharedConcurrency < 1 || c.SharedConcurrency > 1024 {
+		errs = append(errs, fmt.Sprintf("KAFKA_SHARED_CONCURRENCY=%d: from 1 to 1024", c.SharedConcurrency))
 	}
 	if c.KafkaTxnTimeout < time.Second {
 		errs = append(errs, fmt.Sprintf("KAFKA_TRANSACTION_TIMEOUT=%s: at least 1s", c.KafkaTxnTimeout))

@@ -171,7 +171,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		Fault:          faultHook(cfg.Fault, logger),
 		Observer:       s.Metrics,
 		Tracer:         tracer,
-		Batch:          coord.BatchConfig{MaxMembers: cfg.SharedMax, Concurrency: cfg.SharedConcurrency},
+		// More shared transactions at once than ids would only wait for ids.
+		Batch: coord.BatchConfig{MaxMembers: cfg.SharedMax, Concurrency: min(cfg.SharedConcurrency, cfg.PoolSize)},
 	}, s.Log, kafka, s.SQL)
 
 	s.Recovery = recovery.New(recovery.Config{

@@ -239,7 +239,7 @@ var Settings = []Setting{
 		"most requests sharing one Kafka transaction (one EndTxn) when several are in flight; `1`: every request has its own",
 		false, func(c *Config) *int { return &c.SharedMax }),
 	intSetting("KAFKA_SHARED_CONCURRENCY", "shared-concurrency", "SharedConcurrency",
-		"shared Kafka transactions running at once; requests prepared meanwhile gather into the next one",
+		"shared Kafka transactions running at once (at most `KAFKA_POOL_SIZE`); requests prepared meanwhile gather into the next one",
 		false, func(c *Config) *int { return &c.SharedConcurrency }),
 	durSetting("KAFKA_TRANSACTION_TIMEOUT", "kafka-transaction-timeout", "KafkaTxnTimeout",
 		"the producer's `transaction.timeout.ms`, as a duration; checked against the broker's `transaction.max.timeout.ms` at startup",
