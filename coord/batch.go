@@ -33,7 +33,7 @@ type BatchConfig struct {
 	// MaxMembers caps the requests sharing one Kafka transaction; ≤ 1: none is shared.
 	MaxMembers int
 	// Concurrency is how many shared transactions may run their Kafka phase at once; requests
-	// prepared meanwhile gather into the next one (default 2).
+	// prepared meanwhile gather into the next one (default 1).
 	Concurrency int
 }
 
@@ -80,7 +80,7 @@ func newBatcher(cfg BatchConfig) *batcher {
 		return nil
 	}
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 2
+		cfg.Concurrency = 1
 	}
 	return &batcher{max: cfg.MaxMembers, slots: make(chan struct{}, cfg.Concurrency)}
 }

@@ -100,7 +100,7 @@ func Defaults() Config {
 		TxnIDPrefix:       "kpgtx",
 		PoolSize:          32,
 		SharedMax:         128,
-		SharedConcurrency: 2,
+		SharedConcurrency: 1,
 		KafkaTxnTimeout:   60 * time.Second,
 		DefaultTimeout:    10 * time.Second,
 		MaxTimeout:        30 * time.Second,
