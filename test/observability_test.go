@@ -27,7 +27,7 @@ import (
 // it, e.g. `kpgtx_transactions_total{class="none",state="committed"}` (labels sorted by name).
 type series map[string]float64
 
-func scrapeURL(t *testing.T, u string) series {
+func scrapeURL(t testing.TB, u string) series {
 	t.Helper()
 	resp, err := http.Get(u)
 	require.NoError(t, err)

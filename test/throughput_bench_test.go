@@ -24,6 +24,8 @@ import (
 // 100-byte record per request done three ways:
 //
 //   - coordinator: through the coordinator binary (its own process) and its REST API;
+//   - unshared: the same with KAFKA_SHARED_MAX=1 (every request its own Kafka transaction), a
+//     second instance on the same log: the baseline of shared Kafka transactions;
 //   - inline-2pc: the same two-phase commit written inline in this process (BEGIN, insert,
 //     marker, PREPARE ∥ transactional produce; EndTxn(commit); COMMIT PREPARED), without a
 //     log and without HTTP;
@@ -41,16 +43,15 @@ func BenchmarkThroughput(b *testing.B) {
 	e := newStore(b, envOpts{poolSize: 64})
 	_, err := e.db.Exec(context.Background(), "CREATE TABLE bench_markers (gid text PRIMARY KEY)")
 	require.NoError(b, err)
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	base := "http://" + listen
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	settings := []string{"COORDINATOR_PPROF_LISTEN=" + pprofAddr, "KAFKA_POOL_SIZE=64", "COORDINATOR_DB_MAX_CONNS=96",
+	settings := []string{"KAFKA_POOL_SIZE=64", "COORDINATOR_DB_MAX_CONNS=96",
 		"COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=10s", "COORDINATOR_MAX_IN_FLIGHT=4096"}
 	// BENCH_COORDINATOR_ENV adds settings (space-separated NAME=value) to compare tunings.
-	settings = append(settings, strings.Fields(os.Getenv("BENCH_COORDINATOR_ENV"))...)
-	p := startCoordinator(b, e.binaryEnv("bench", listen, settings...), "serve")
-	waitHealthy(b, p, base, 60*time.Second)
-	coordPID := p.cmd.Process.Pid
+	extra := strings.Fields(os.Getenv("BENCH_COORDINATOR_ENV"))
+	// Two instances on one log: the coordinator as configured, and the same without shared Kafka
+	// transactions (the baseline of that lever, in the same run). Only one runs load at a time.
+	base, coordPID := startBenchCoordinator(b, e, "bench", append(append(settings, "COORDINATOR_PPROF_LISTEN="+pprofAddr), extra...))
+	unsharedBase, unsharedPID := startBenchCoordinator(b, e, "bench-unshared", append(append(settings, extra...), "KAFKA_SHARED_MAX=1"))
 
 	producers := make(chan *kgo.Client, 64)
 	for i := range cap(producers) {
@@ -65,21 +66,24 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 	value := strings.Repeat("v", 100)
-	viaCoordinator := func(_ int, id string) error {
-		body, _ := json.Marshal(map[string]any{"id": id,
-			"sql":   []any{map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, $2)", "args": []any{id, 1}}},
-			"kafka": []any{map[string]any{"topic": e.topic, "key": id, "value": value}}})
-		resp, err := client.Post(base+"/v1/transactions", "application/json", bytes.NewReader(body))
-		if err != nil {
-			return err
+	via := func(base string) func(int, string) error {
+		return func(_ int, id string) error {
+			body, _ := json.Marshal(map[string]any{"id": id,
+				"sql":   []any{map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, $2)", "args": []any{id, 1}}},
+				"kafka": []any{map[string]any{"topic": e.topic, "key": id, "value": value}}})
+			resp, err := client.Post(base+"/v1/transactions", "application/json", bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("status %d: %s", resp.StatusCode, raw)
+			}
+			return nil
 		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d: %s", resp.StatusCode, raw)
-		}
-		return nil
 	}
+	viaCoordinator, viaUnshared := via(base), via(unsharedBase)
 	withProducer := func(f func(cl *kgo.Client, id string) error) func(int, string) error {
 		return func(_ int, id string) error {
 			cl := <-producers
@@ -93,7 +97,7 @@ func BenchmarkThroughput(b *testing.B) {
 	// Warm up every path (JIT, pools, connections), untimed.
 	for i := range 300 {
 		id := fmt.Sprintf("warm-%d", i)
-		for _, op := range []func(int, string) error{viaCoordinator, inline, dual} {
+		for _, op := range []func(int, string) error{viaCoordinator, viaUnshared, inline, dual} {
 			require.NoError(b, op(0, id+"-"+randHex(2)))
 		}
 	}
@@ -104,6 +108,7 @@ func BenchmarkThroughput(b *testing.B) {
 			op   func(int, string) error
 		}{
 			{"coordinator", coordPID, viaCoordinator},
+			{"unshared", unsharedPID, viaUnshared},
 			{"inline-2pc", os.Getpid(), inline},
 			{"dual-write", os.Getpid(), dual},
 		} {
@@ -112,19 +117,27 @@ func BenchmarkThroughput(b *testing.B) {
 				if v.pid == coordPID && c == 64 {
 					profiled = profileCoordinator(b, pprofAddr)
 				}
+				var shared0 series
+				if v.pid == coordPID {
+					shared0 = scrapeURL(b, base+"/metrics")
+				}
 				before := cpu.sample(b, v.pid)
 				run(b, c, v.op)
 				after := cpu.sample(b, v.pid)
+				if shared0 != nil && v.pid == coordPID {
+					// How many requests rode in shared Kafka transactions, and how many shared each.
+					shared1 := scrapeURL(b, base+"/metrics")
+					sum := shared1["kpgtx_kafka_shared_transaction_members_sum"] - shared0["kpgtx_kafka_shared_transaction_members_sum"]
+					count := shared1["kpgtx_kafka_shared_transaction_members_count"] - shared0["kpgtx_kafka_shared_transaction_members_count"]
+					b.ReportMetric(100*sum/float64(b.N), "shared-%")
+					if count > 0 {
+						b.ReportMetric(sum/count, "members/shared-txn")
+					}
+				}
 				if profiled != nil {
 					<-profiled
 				}
-				if f := os.Getenv("BENCH_METRICS_FILE"); f != "" && v.pid == coordPID {
-					if resp, err := http.Get(base + "/metrics"); err == nil {
-						raw, _ := io.ReadAll(resp.Body)
-						resp.Body.Close()
-						_ = os.WriteFile(fmt.Sprintf("%s.c%d", f, c), raw, 0o644)
-					}
-				}
+
 				n := float64(b.N)
 				b.ReportMetric(after.self.Sub(before.self)/n, "cpu-coord-ms/txn")
 				b.ReportMetric(after.postgres.Sub(before.postgres)/n, "cpu-pg-ms/txn")
@@ -132,6 +145,16 @@ func BenchmarkThroughput(b *testing.B) {
 			})
 		}
 	}
+}
+
+// startBenchCoordinator starts one coordinator process for the benchmark and returns its base
+// URL and pid.
+func startBenchCoordinator(b *testing.B, e *env, instance string, settings []string) (string, int) {
+	b.Helper()
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	p := startCoordinator(b, e.binaryEnv(instance, listen, settings...), "serve")
+	waitHealthy(b, p, "http://"+listen, 60*time.Second)
+	return "http://" + listen, p.cmd.Process.Pid
 }
 
 // profileCoordinator saves a CPU profile of the coordinator process, taken over the first
