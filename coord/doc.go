@@ -54,12 +54,25 @@
 // ErrCommitUnknown and leaves the row active (202); the resolver's SQL.SettleOnePhase reads the
 // marker, or fences the gid so that the COMMIT can no longer happen, and logs what it proves.
 //
+// # Shared Kafka transactions
+//
+// While other requests are in flight, a two-phase request with records takes the shared path
+// (batch.go, docs/batching.md): its SQL side is prepared first and alone (B1), then it joins a
+// batch whose leader produces every member's records in one Kafka transaction, logs every
+// member prepared in one all-or-nothing write (B2, Log.PreparedBatch), sends one EndTxn, and
+// runs phase 2 for all members at once. The states of each member's row are the ones above.
+// The shared id goes back to the pool after the last member (B3); an id quarantined before the
+// prepared write was known is released by recovery after the last member that remembered it
+// (B4, quarantineLease). A batch that fails before its prepared write is aborted in Kafka and
+// every member then runs the Kafka side of an unshared request.
+//
 // # Invariants (docs/design.md section 3), and where they are enforced
 //
 //   - I1 a transactional.id serves one global transaction at a time and is not reused until
 //     that transaction's final state is durable: kafkatxn.Pool (free list, quarantine) and
 //     Coordinator.finishWith (release only after the final log write).
-//   - I2 prepared, with the Kafka ids, is durable before EndTxn(commit): Coordinator.run.
+//   - I2 prepared, with the Kafka ids, is durable before EndTxn(commit): Coordinator.commitPhase,
+//     and Coordinator.runBatch for every member of a shared transaction.
 //   - I3 after prepared the coordinator never aborts on its own; only Kafka's answer can abort:
 //     Coordinator.decide (no abort call after prepared; a lost answer leaves the row prepared).
 //   - I4 SQL phase 2 follows the decision and is idempotent; a missing gid is resolved with the
