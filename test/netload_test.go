@@ -250,6 +250,11 @@ func (l *faultLoad) conclude(t *testing.T, routed func()) netTally {
 	l.checkPartitionsHeld(t)
 	tally := l.verify(t)
 	tally.faults = faults
+	// The load ran several requests at once, so the checks above held for shared Kafka
+	// transactions too (coord/batch.go).
+	shared := l.e.sharedRows(t)
+	t.Logf("%d requests were logged prepared in a Kafka transaction shared with another", shared)
+	assert.Positive(t, shared, "no request rode in a shared Kafka transaction")
 	return tally
 }
 

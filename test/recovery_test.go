@@ -80,8 +80,10 @@ func TestRandomKills(t *testing.T) {
 	for _, s := range reqs {
 		statuses[s.status]++
 	}
-	t.Logf("%d kills, %d requests: %d committed, %d aborted; answers %v (0 = no answer)",
-		kills, len(reqs), committed, aborted, statuses)
+	shared := e.sharedRows(t)
+	t.Logf("%d kills, %d requests: %d committed, %d aborted; answers %v (0 = no answer); %d in shared Kafka transactions",
+		kills, len(reqs), committed, aborted, statuses, shared)
+	assert.Positive(t, shared, "no request rode in a shared Kafka transaction: the kills never met the shared path")
 }
 
 // TestHeuristicMixed: someone rolls back a prepared gid by hand after the coordinator logged
