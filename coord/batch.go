@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -392,79 +391,4 @@ func (c *Coordinator) abortShared(ctx context.Context, ktx KafkaTxn) {
 		c.cfg.Logger.Warn("kafka abort of a shared transaction failed; the id is re-initialised before reuse",
 			"transactional_id", ktx.TransactionalID(), "error", err)
 	}
-}
-
-// sharedTxn is a batch's leased transaction as its members hold it (B3): the id goes back to
-// the pool when the last member releases it, quarantined if any member asked so.
-type sharedTxn struct {
-	ktx   KafkaTxn
-	left  atomic.Int32
-	keep  atomic.Bool
-	lease *quarantineLease
-}
-
-func newSharedTxn(ktx KafkaTxn, members int) *sharedTxn {
-	s := &sharedTxn{ktx: ktx, lease: &quarantineLease{id: ktx.TransactionalID()}}
-	s.left.Store(int32(members))
-	s.lease.left.Store(int32(members))
-	s.keep.Store(true)
-	return s
-}
-
-func (s *sharedTxn) member() *memberTxn { return &memberTxn{s: s} }
-
-// memberTxn is one member's handle on a shared transaction. The leader ran its Kafka steps; a
-// member only releases it (its Abort is the leader's, already done).
-type memberTxn struct {
-	s    *sharedTxn
-	once sync.Once
-}
-
-var errSharedStep = errors.New("coord: a member of a shared Kafka transaction does not run its steps")
-
-func (m *memberTxn) TransactionalID() string               { return m.s.ktx.TransactionalID() }
-func (m *memberTxn) Begin(context.Context, []Record) error { return errSharedStep }
-func (m *memberTxn) Add(context.Context, []Record) error   { return errSharedStep }
-func (m *memberTxn) Prepare(context.Context) (KafkaState, error) {
-	return KafkaState{}, errSharedStep
-}
-func (m *memberTxn) Commit(context.Context) error { return errSharedStep }
-
-// Abort is a no-op: a member is rolled back alone only after the batch's prepared write was
-// refused, and then the leader has aborted the shared transaction already.
-func (m *memberTxn) Abort(context.Context) error { return nil }
-
-// Release counts the member out; the last one releases the id (kept only if every member kept
-// it). A member that keeps the id will never hand its quarantine lease to recovery, so it is
-// counted out of that too.
-func (m *memberTxn) Release(keep bool) {
-	m.once.Do(func() {
-		if keep {
-			m.s.lease.left.Add(-1)
-		} else {
-			m.s.keep.Store(false)
-		}
-		if m.s.left.Add(-1) == 0 {
-			m.s.ktx.Release(m.s.keep.Load())
-		}
-	})
-}
-
-// quarantineLease is a quarantined id as recovery may release it (B4): once per member that
-// remembered it, and only the last take returns it. A lease that never reaches zero (a member
-// that ended otherwise) leaves the id to the pool's healing after its grace period.
-type quarantineLease struct {
-	id   string
-	left atomic.Int32
-}
-
-// leaseOf is the quarantine lease of a request's transaction: a batch's shared one, or a fresh
-// one for a transaction of its own.
-func leaseOf(ktx KafkaTxn) *quarantineLease {
-	if m, ok := ktx.(*memberTxn); ok {
-		return m.s.lease
-	}
-	l := &quarantineLease{id: ktx.TransactionalID()}
-	l.left.Store(1)
-	return l
 }

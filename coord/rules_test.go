@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +43,8 @@ func trialWith(t *testing.T, req coord.Request, pauseAt int, at func(n int, op s
 	t.Helper()
 	w = newWorld()
 	w.pauseAt = pauseAt
+	// Validate fills in defaults: each trial gets its own copy of the shared shapes.
+	req.SQL, req.Kafka = slices.Clone(req.SQL), slices.Clone(req.Kafka)
 	log, sql, kafka := fakeLog{w}, fakeSQL{w}, fakeKafka{w}
 	var k coord.Kafka
 	if len(req.Kafka) > 0 {
@@ -198,8 +202,11 @@ func TestRulesClaimLostThenRace(t *testing.T) {
 		n := calls(t, sh.req)
 		for k := range n {
 			t.Run(fmt.Sprintf("%s/claim before call %d, its first write lost", sh.name, k), func(t *testing.T) {
+				var mu sync.Mutex // the SQL and Kafka sides call concurrently
 				raced := false
 				trial(t, sh.req, func(i int, op string) mode {
+					mu.Lock()
+					defer mu.Unlock()
 					switch {
 					case i == k:
 						raced = true
