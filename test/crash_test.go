@@ -265,7 +265,8 @@ func TestSharedBatchKilled(t *testing.T) {
 			}
 			reqs := n.postAll("s", kinds)
 			n.waitExit(30 * time.Second) // the fault point killed it
-			shared := e.sharedRows(t) // before recovery: what the kill left
+			// Counted before recovery: what the kill left.
+			shared := e.sharedRows(t)
 			n2 := e.startNode(t, "a", "COORDINATOR_LOG_LEVEL=info")
 			e.waitResolved(t, 60*time.Second)
 			c, a := e.verify(t, n2.base, reqs)
