@@ -325,8 +325,11 @@ kafka_pid() {
   pid=$(cat "$KAFKA_PID")
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   kill -0 "$pid" 2>/dev/null || return 1
-  # Guard against a reused pid.
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka' || return 1
+  # Guard against a reused pid, except for the broker this script has just started: between
+  # its fork and its exec of java the process still shows this script's command line.
+  if [[ "$pid" != "${KAFKA_STARTED_PID:-}" ]]; then
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka' || return 1
+  fi
   echo "$pid"
 }
 
@@ -540,6 +543,7 @@ kafka_start() {
     -cp "$KAFKA_LIBS/*" kafka.Kafka "$KAFKA_PROPS" \
     </dev/null >>"$KAFKA_OUT" 2>&1 &
   echo $! >"$KAFKA_PID"
+  KAFKA_STARTED_PID=$!
   disown || true
   kafka_wait_ready
   log "Kafka: ready (pid $(cat "$KAFKA_PID"))"
@@ -627,7 +631,10 @@ node_pid() {
   [[ -f "$f" ]] || return 1
   pid=$(cat "$f")
   [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka' || return 1
+  # As kafka_pid: a node this script has just started may not have exec'd java yet.
+  if [[ " ${NODE_STARTED_PIDS:-} " != *" $pid "* ]]; then
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka' || return 1
+  fi
   echo "$pid"
 }
 
@@ -702,6 +709,7 @@ node_start() {
     -cp "$KAFKA_LIBS/*" kafka.Kafka "$dir/server.properties" \
     </dev/null >>"$dir/stdout.log" 2>&1 &
   echo $! >"$dir/kafka.pid"
+  NODE_STARTED_PIDS="${NODE_STARTED_PIDS:-} $!"
   disown || true
 }
 
