@@ -291,14 +291,13 @@ func (c *Coordinator) finishShared(members []*member) {
 	defer cancel()
 	pctx, st := c.step(ctx, PhasePhase2, SpanPhase2)
 	ok := make([]bool, len(members))
-	type ref struct{ member int }
 	gids := map[string][]string{}
-	refs := map[string][]ref{}
+	owner := map[string][]int{} // per database, the member of each gid
 	for i, m := range members {
 		ok[i] = true
 		for _, g := range m.w.t.SQLGIDs {
 			gids[g.Database] = append(gids[g.Database], g.GID)
-			refs[g.Database] = append(refs[g.Database], ref{i})
+			owner[g.Database] = append(owner[g.Database], i)
 		}
 	}
 	var wg sync.WaitGroup
@@ -310,7 +309,7 @@ func (c *Coordinator) finishShared(members []*member) {
 			defer mu.Unlock()
 			for j, err := range errs {
 				if err != nil {
-					ok[refs[db][j].member] = false
+					ok[owner[db][j]] = false
 				}
 			}
 		})
