@@ -26,7 +26,15 @@ import (
 // guard fail before the marker row or PREPARE can run outside it: whatever that statement did is
 // reported as a confinement breach (coord.ErrConfinementBreach) with the evidence, and the
 // connection is discarded. Every connection is reset (DISCARD ALL) before it goes back to the
-// pool, so no session state a client statement left behind reaches the next request.
+// pool, so no session state a client statement left behind reaches the next request: on success
+// the reset rides in the same round trip, right after PREPARE (or COMMIT), which ended the
+// transaction; after a failure it is sent after the ROLLBACK.
+//
+// Without a statement role, the guard after the last client statement is the marker insert's
+// own condition: the insert fails the same way, before it can write anything, when the
+// connection left the transaction (one statement fewer per request). With a role the guard stays
+// a statement of its own, since it also switches back to the login's role, which the insert's
+// permission check (done before its condition runs) needs.
 func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Statement, gid string, onePhase bool, afterWork func()) ([]coord.SQLResult, error) {
 	db, err := d.db(database)
 	if err != nil {
@@ -39,8 +47,8 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	if err != nil {
 		return nil, classify(database, fmt.Errorf("acquire connection: %w", err))
 	}
-	discard := false
-	defer func() { d.reset(ctx, conn, database, discard) }()
+	discard, resetDone := false, false
+	defer func() { d.reset(ctx, conn, database, discard, resetDone) }()
 
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
@@ -58,46 +66,58 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 			b.Queue(guardSQL(true)+", pg_catalog.set_config('role', 'none', true)", d.role)
 		case d.role != "":
 			b.Queue(guardSQL(true), d.role)
-		default:
+		case !last:
 			b.Queue(guardSQL(false))
 		}
 	}
-	b.Queue("INSERT INTO "+db.markers+" (gid) VALUES ($1)", gid)
+	if d.role != "" {
+		b.Queue("INSERT INTO "+db.markers+" (gid) VALUES ($1)", gid)
+	} else {
+		// The last statement's guard: the marker is inserted only from inside the transaction.
+		b.Queue("INSERT INTO "+db.markers+" (gid) SELECT $1 WHERE "+guardSQL(false)[len("SELECT "):]+" IS NOT NULL", gid)
+	}
 	if onePhase {
 		b.Queue("COMMIT")
 	} else {
 		b.Queue("PREPARE TRANSACTION " + quoteGID(gid))
 	}
+	b.Queue("DISCARD ALL") // skipped by the server when anything before it failed
 
 	br := conn.SendBatch(ctx, b)
-	results, err := readResults(br, database, stmts, afterWork)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("%s: %w", phaseName(onePhase), cerr)
+	results, err := readResults(br, database, stmts, d.role != "", afterWork)
+	if err == nil {
+		// PREPARE (or COMMIT) answered: the outcome is known whatever happens to the reset. A
+		// connection whose reset did not answer is not reused.
+		_, rerr := br.Exec()
+		rerr = errors.Join(rerr, br.Close())
+		resetDone, discard = rerr == nil, rerr != nil
+		if rerr != nil {
+			d.logger.Warn("could not reset a connection; closing it", "database", database, "error", rerr)
+		}
+		return results, nil
 	}
-	if err != nil {
-		if errors.Is(err, coord.ErrConfinementBreach) {
-			discard = true
-			d.logger.Error("a client statement left the coordinator's transaction; connection discarded",
-				"database", database, "gid", gid, "error", err)
-		}
-		// Whatever failed, the session must not keep an open (aborted) transaction.
-		if conn.Conn().IsClosed() {
-			d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
-		} else if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
-			discard = true
-			conn.Conn().Close(context.WithoutCancel(ctx))
-			d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
-		}
-		f := classify(database, err)
-		if onePhase && !refused(err) {
-			// The COMMIT went out with the batch and no answer said no: it may have committed.
-			// Only the marker can tell (SettleOnePhase), never this error.
-			f.Err = fmt.Errorf("%w: %w", coord.ErrCommitUnknown, f.Err)
-			f.Unavailable = false
-		}
-		return nil, f
+	_ = br.Close()
+	if errors.Is(err, coord.ErrConfinementBreach) {
+		discard = true
+		d.logger.Error("a client statement left the coordinator's transaction; connection discarded",
+			"database", database, "gid", gid, "error", err)
 	}
-	return results, nil
+	// Whatever failed, the session must not keep an open (aborted) transaction.
+	if conn.Conn().IsClosed() {
+		d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
+	} else if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+		discard = true
+		conn.Conn().Close(context.WithoutCancel(ctx))
+		d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
+	}
+	f := classify(database, err)
+	if onePhase && !refused(err) {
+		// The COMMIT went out with the batch and no answer said no: it may have committed.
+		// Only the marker can tell (SettleOnePhase), never this error.
+		f.Err = fmt.Errorf("%w: %w", coord.ErrCommitUnknown, f.Err)
+		f.Unavailable = false
+	}
+	return nil, f
 }
 
 // enterSQL runs right after BEGIN: it remembers the transaction's id in a transaction-local
@@ -121,9 +141,14 @@ func guardSQL(role bool) string {
 // resetTimeout bounds the reset of a connection before it returns to the pool.
 const resetTimeout = 5 * time.Second
 
-// reset returns a connection to the pool after DISCARD ALL, off the request's path; a
-// connection that cannot be reset, or that a client statement broke out of, is closed instead.
-func (d *Databases) reset(ctx context.Context, conn *pgxpool.Conn, database string, discard bool) {
+// reset returns a connection to the pool after DISCARD ALL (already done when done is set), off
+// the request's path; a connection that cannot be reset, or that a client statement broke out
+// of, is closed instead.
+func (d *Databases) reset(ctx context.Context, conn *pgxpool.Conn, database string, discard, done bool) {
+	if done && !discard {
+		conn.Release()
+		return
+	}
 	go func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resetTimeout)
 		defer cancel()
@@ -165,15 +190,10 @@ func (d *Databases) terminate(ctx context.Context, pool interface {
 	}
 }
 
-func phaseName(onePhase bool) string {
-	if onePhase {
-		return "commit"
-	}
-	return "prepare transaction"
-}
-
-// readResults reads BEGIN, each statement's result (rows when it returns any) and the marker.
-func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, afterWork func()) ([]coord.SQLResult, error) {
+// readResults reads BEGIN, each statement's result (rows when it returns any) and its guard, the
+// marker and PREPARE (or COMMIT). ownLastGuard: the last statement's guard is a statement of
+// its own (with a statement role); otherwise it is the marker insert's condition.
+func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, ownLastGuard bool, afterWork func()) ([]coord.SQLResult, error) {
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
@@ -181,30 +201,43 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	results := make([]coord.SQLResult, len(stmts))
+	var lastTag string
 	for i := range stmts {
 		res, tag, err := readOne(br, database)
 		if err != nil {
 			return nil, fmt.Errorf("statement %d: %w", i, err)
 		}
 		results[i] = res
+		lastTag = tag
+		if i == len(stmts)-1 && !ownLastGuard {
+			break
+		}
 		if _, err := br.Exec(); err != nil {
-			if isGuardFailure(err) {
-				return nil, fmt.Errorf("%w: statement %d (command tag %q) ended or left the transaction; "+
-					"what it did before that may be committed: %v", coord.ErrConfinementBreach, i, tag, err)
-			}
-			return nil, fmt.Errorf("after statement %d: %w", i, err)
+			return nil, guardError(i, tag, err)
 		}
 	}
 	if afterWork != nil {
 		afterWork()
 	}
 	if _, err := br.Exec(); err != nil {
+		if isGuardFailure(err) {
+			return nil, guardError(len(stmts)-1, lastTag, err)
+		}
 		return nil, fmt.Errorf("marker row: %w", err)
 	}
 	if _, err := br.Exec(); err != nil {
 		return nil, err
 	}
 	return results, nil
+}
+
+// guardError is the failure of the guard after statement i (command tag tag).
+func guardError(i int, tag string, err error) error {
+	if isGuardFailure(err) {
+		return fmt.Errorf("%w: statement %d (command tag %q) ended or left the transaction; "+
+			"what it did before that may be committed: %v", coord.ErrConfinementBreach, i, tag, err)
+	}
+	return fmt.Errorf("after statement %d: %w", i, err)
 }
 
 func readOne(br pgx.BatchResults, database string) (coord.SQLResult, string, error) {

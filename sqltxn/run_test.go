@@ -2,6 +2,7 @@ package sqltxn
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -68,8 +69,14 @@ func TestRunGuardCatchesLeftTransaction(t *testing.T) {
 			ctx := context.Background()
 			before := backendPID(t, d)
 			gid := schema + "_g@default"
-			for _, onePhase := range []bool{false, true} {
-				_, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('a')", tt.stmt, "INSERT INTO orders VALUES ('b')"), gid, onePhase, nil)
+			// In the middle, its own guard catches it; last, the marker insert's condition does.
+			middle := stmts("INSERT INTO orders VALUES ('a')", tt.stmt, "INSERT INTO orders VALUES ('b')")
+			last := stmts("INSERT INTO orders VALUES ('a')", tt.stmt)
+			for _, run := range []struct {
+				stmts    []coord.Statement
+				onePhase bool
+			}{{middle, false}, {middle, true}, {last, false}, {last, true}} {
+				_, err := d.Run(ctx, "default", run.stmts, gid, run.onePhase, nil)
 				require.ErrorIs(t, err, coord.ErrConfinementBreach)
 				assert.Contains(t, err.Error(), "statement 1")
 				var markers, prepared, b int
@@ -125,22 +132,34 @@ func TestRunResetsSession(t *testing.T) {
 	t.Parallel()
 	d, admin, schema := testDatabases(t, Options{})
 	ctx := context.Background()
-	_, err := admin.Exec(ctx, `CREATE FUNCTION `+schema+`.poison() RETURNS int LANGUAGE plpgsql AS $$
+	_, err := admin.Exec(ctx, `CREATE FUNCTION `+schema+`.poison(listen boolean) RETURNS int LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM set_config('statement_timeout', '123s', false);
   PERFORM set_config('default_transaction_read_only', 'on', false);
   PERFORM pg_advisory_lock(4242);
-  EXECUTE 'LISTEN leak';
+  IF listen THEN
+    EXECUTE 'LISTEN leak'; -- PREPARE TRANSACTION refuses a transaction that listened
+  END IF;
   RETURN 1;
 END$$`)
 	require.NoError(t, err)
-	_, err = d.Run(ctx, "default", stmts("SELECT poison()"), schema+"_p@default", true, nil)
-	require.NoError(t, err)
+	// Reset in the same round trip as COMMIT, and as PREPARE TRANSACTION.
+	for _, onePhase := range []bool{true, false} {
+		_, err = d.Run(ctx, "default", stmts(fmt.Sprintf("SELECT poison(%t)", onePhase)), fmt.Sprintf("%s_p%t@default", schema, onePhase), onePhase, nil)
+		require.NoError(t, err)
+		assertReset(t, d, fmt.Sprintf("%s_%t", schema, onePhase))
+	}
+}
+
+// assertReset checks that the next request on the (one) connection sees no session state left.
+func assertReset(t *testing.T, d *Databases, gidPrefix string) {
+	t.Helper()
+	ctx := context.Background()
 	for i := range 3 {
 		res, err := d.Run(ctx, "default", stmts(`SELECT current_setting('statement_timeout') AS st,
   current_setting('default_transaction_read_only') AS ro,
   (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()) AS locks,
-  (SELECT count(*) FROM pg_listening_channels()) AS listens`), schema+"_c"+string(rune('0'+i))+"@default", true, nil)
+  (SELECT count(*) FROM pg_listening_channels()) AS listens`), fmt.Sprintf("%s_c%d@default", gidPrefix, i), true, nil)
 		require.NoError(t, err)
 		row := res[0].Rows[0]
 		assert.Equal(t, "0", row["st"])
@@ -148,6 +167,24 @@ END$$`)
 		assert.EqualValues(t, 0, row["locks"])
 		assert.EqualValues(t, 0, row["listens"])
 	}
+}
+
+// A failing statement's session is reset too (after its ROLLBACK, off the request's path).
+func TestRunResetsSessionAfterFailure(t *testing.T) {
+	t.Parallel()
+	d, admin, schema := testDatabases(t, Options{})
+	ctx := context.Background()
+	_, err := admin.Exec(ctx, `CREATE FUNCTION `+schema+`.poison_fail() RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM set_config('statement_timeout', '123s', false);
+  PERFORM pg_advisory_lock(4243);
+  RETURN 1 / 0;
+END$$`)
+	require.NoError(t, err)
+	_, err = d.Run(ctx, "default", stmts("SELECT poison_fail()"), schema+"_f@default", false, nil)
+	require.Error(t, err)
+	assert.Equal(t, "22012", sqlstate(err))
+	assertReset(t, d, schema)
 }
 
 func backendPID(t *testing.T, d *Databases) uint32 {
