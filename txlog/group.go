@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,8 +17,9 @@ var errClosed = errors.New("txlog: closed")
 
 // groupCommit batches the state writes of concurrent transactions into one database
 // transaction: one round trip and one WAL flush for every write queued while the previous batch
-// was committing (docs/design.md). A write that is alone is sent at once, so a lone
-// transaction waits for nothing. Each write keeps its own answer: a compare-and-set that finds
+// was committing (docs/design.md). A write that is alone is sent at once by its caller, with no
+// hand-off to a writer goroutine, so a lone transaction waits for nothing. Each write keeps its
+// own answer: a compare-and-set that finds
 // the row moved on fails alone; an SQL error or a failed commit fails the whole batch (those
 // writes are then unknown, and their callers treat them so).
 type groupCommit struct {
@@ -28,6 +30,9 @@ type groupCommit struct {
 	once     sync.Once
 	closed   chan struct{}
 	obs      Observer // nil: no measurements
+	// pending counts the writes between do and their answer: a write that finds none sends
+	// itself.
+	pending atomic.Int32
 }
 
 type write struct {
@@ -52,6 +57,10 @@ func newGroupCommit(pool *pgxpool.Pool, obs Observer) *groupCommit {
 // do queues a write and waits for its answer. When ctx ends first the write may still commit:
 // the error says so, and the caller must treat the write as unknown.
 func (g *groupCommit) do(ctx context.Context, sql string, args []any, scan func(pgx.Row) error) error {
+	defer g.pending.Add(-1)
+	if g.pending.Add(1) == 1 {
+		return g.alone(ctx, sql, args, scan)
+	}
 	w := &write{sql: sql, args: args, scan: scan, err: make(chan error, 1)}
 	select {
 	case g.reqs <- w:
@@ -66,6 +75,26 @@ func (g *groupCommit) do(ctx context.Context, sql string, args []any, scan func(
 	case <-ctx.Done():
 		return fmt.Errorf("outcome of the log write unknown: %w", ctx.Err())
 	}
+}
+
+// alone sends a write that has no company as an autocommit statement from the caller's
+// goroutine. Writes that arrive meanwhile go to the writers. A write cut off by ctx may still
+// commit: the error says so.
+func (g *groupCommit) alone(ctx context.Context, sql string, args []any, scan func(pgx.Row) error) error {
+	select {
+	case <-g.closed:
+		return errClosed
+	default:
+	}
+	start := time.Now()
+	err := scan(g.pool.QueryRow(ctx, sql, args...))
+	if g.obs != nil {
+		g.obs.ObserveLogBatch(1, time.Since(start))
+	}
+	if err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return fmt.Errorf("outcome of the log write unknown: %w", err)
+	}
+	return err
 }
 
 func (g *groupCommit) loop() {
