@@ -18,6 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/sqltxn"
 )
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -284,7 +287,40 @@ func TestPostgresFetched(t *testing.T) {
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, "COMMIT PREPARED 'fetched'")
 	require.NoError(t, err)
+	assertResetInPipeline(t, ctx, pg.DSN(), conn)
 	require.NoError(t, pg.Stop(ctx))
+}
+
+// assertResetInPipeline: the participant's reset (DISCARD ALL) rides in the pipeline right after
+// PREPARE TRANSACTION or COMMIT, which newer servers allow only as the first statement of a new
+// implicit transaction; were it refused, the participant would close its connection after every
+// request, so the session must stay the same one across requests.
+func assertResetInPipeline(t *testing.T, ctx context.Context, dsn string, admin *pgx.Conn) {
+	t.Helper()
+	_, err := admin.Exec(ctx, "CREATE TABLE reset_probe (id text PRIMARY KEY)")
+	require.NoError(t, err)
+	d, err := sqltxn.Open(ctx, map[string]string{"default": dsn}, sqltxn.Options{MaxConns: 1, Logger: testLogger(t)})
+	require.NoError(t, err)
+	defer d.Close()
+	pid := func() uint32 {
+		pool, err := d.Pool("default")
+		require.NoError(t, err)
+		c, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		defer c.Release()
+		return c.Conn().PgConn().PID()
+	}
+	before := pid()
+	for i, onePhase := range []bool{false, true, false} {
+		gid := fmt.Sprintf("reset_probe_%d@default", i)
+		stmt := coord.Statement{Database: "default", Statement: "INSERT INTO reset_probe VALUES ($1)", Args: []any{gid}}
+		_, err := d.Run(ctx, "default", []coord.Statement{stmt}, gid, onePhase, nil)
+		require.NoError(t, err)
+		if !onePhase {
+			require.NoError(t, d.CommitPrepared(ctx, "default", gid))
+		}
+	}
+	assert.Equal(t, before, pid(), "the session was reset in the pipeline, not closed")
 }
 
 // TestLookIn: a lookup path finds binaries only in its directories.

@@ -17,12 +17,23 @@
 # kept as test/artifacts/coordinator-c64.pprof (go tool pprof -http=: <file>).
 # BENCH_COORDINATOR_ENV="KAFKA_SHARED_MAX=1 ..." adds settings to the coordinator's, to compare
 # tunings (KAFKA_SHARED_MAX=1 is the coordinator without shared Kafka transactions).
+# BENCH_BASELINE=<git revision> builds the coordinator of that revision (in a temporary git
+# worktree) and runs it as the row `baseline` in the same run: a change against the code before it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/services.sh start >/dev/null
 eval "$(bash scripts/services.sh env)"
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+baseline_dir=""
+trap 'rm -f "$out"; if [ -n "$baseline_dir" ]; then git worktree remove --force "$baseline_dir" >/dev/null 2>&1 || true; fi' EXIT
+if [ -n "${BENCH_BASELINE:-}" ]; then
+  baseline_dir=$(mktemp -d)
+  rmdir "$baseline_dir"
+  git worktree add --detach "$baseline_dir" "$BENCH_BASELINE" >/dev/null
+  (cd "$baseline_dir" && go build -o "$baseline_dir/coordinator-baseline" ./cmd/coordinator)
+  export BENCH_BASELINE_BINARY="$baseline_dir/coordinator-baseline"
+  echo "baseline: $(git rev-parse --short "$BENCH_BASELINE") ($BENCH_BASELINE_BINARY)" >&2
+fi
 profile=""
 if [ -n "${PPROF_SECONDS:-}" ]; then
   mkdir -p test/artifacts

@@ -143,7 +143,10 @@ BEGIN
   RETURN 1;
 END$$`)
 	require.NoError(t, err)
-	// Reset in the same round trip as COMMIT, and as PREPARE TRANSACTION.
+	// Reset in the same round trip as COMMIT, and as PREPARE TRANSACTION: the session is reset,
+	// not replaced.
+	before := backendPID(t, d)
+	defer func() { assert.Equal(t, before, backendPID(t, d), "the same session, reset") }()
 	for _, onePhase := range []bool{true, false} {
 		_, err = d.Run(ctx, "default", stmts(fmt.Sprintf("SELECT poison(%t)", onePhase)), fmt.Sprintf("%s_p%t@default", schema, onePhase), onePhase, nil)
 		require.NoError(t, err)

@@ -117,8 +117,14 @@ type proc struct {
 // when the test failed.
 func startCoordinator(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
+	return startBinary(t, coordinatorBinary(t), env, args...)
+}
+
+// startBinary is startCoordinator with a given coordinator binary (the benchmark's baseline).
+func startBinary(t testing.TB, binary string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, done: make(chan struct{})}
-	p.cmd = exec.Command(coordinatorBinary(t), args...)
+	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = env
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr

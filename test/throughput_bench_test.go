@@ -29,7 +29,11 @@ import (
 //   - inline-2pc: the same two-phase commit written inline in this process (BEGIN, insert,
 //     marker, PREPARE ∥ transactional produce; EndTxn(commit); COMMIT PREPARED), without a
 //     log and without HTTP;
-//   - dual-write: by hand, not atomic: a plain SQL commit ∥ one Kafka transaction.
+//   - dual-write: by hand, not atomic: a plain SQL commit ∥ one Kafka transaction;
+//   - baseline (only with BENCH_BASELINE_BINARY, which scripts/bench.sh sets from
+//     BENCH_BASELINE=<git revision>): another build of the coordinator, configured like the
+//     first, a third instance on the same log: a change measured against the code before it,
+//     in the same run.
 //
 // at concurrency 1, 16 and 64. Besides p50/p99 latency and throughput it reports the CPU
 // time per committed transaction of each process, read from /proc: the coordinator (for the
@@ -52,6 +56,11 @@ func BenchmarkThroughput(b *testing.B) {
 	// transactions (the baseline of that lever, in the same run). Only one runs load at a time.
 	base, coordPID := startBenchCoordinator(b, e, "bench", append(append(settings, "COORDINATOR_PPROF_LISTEN="+pprofAddr), extra...))
 	unsharedBase, unsharedPID := startBenchCoordinator(b, e, "bench-unshared", append(append(settings, extra...), "KAFKA_SHARED_MAX=1"))
+	baselineBinary := os.Getenv("BENCH_BASELINE_BINARY")
+	baselineBase, baselinePID := "", 0
+	if baselineBinary != "" {
+		baselineBase, baselinePID = startBenchBinary(b, baselineBinary, e, "bench-baseline", append(settings, extra...))
+	}
 
 	producers := make(chan *kgo.Client, 64)
 	for i := range cap(producers) {
@@ -83,7 +92,7 @@ func BenchmarkThroughput(b *testing.B) {
 			return nil
 		}
 	}
-	viaCoordinator, viaUnshared := via(base), via(unsharedBase)
+	viaCoordinator, viaUnshared, viaBaseline := via(base), via(unsharedBase), via(baselineBase)
 	withProducer := func(f func(cl *kgo.Client, id string) error) func(int, string) error {
 		return func(_ int, id string) error {
 			cl := <-producers
@@ -95,23 +104,32 @@ func BenchmarkThroughput(b *testing.B) {
 	dual := withProducer(func(cl *kgo.Client, id string) error { return dualWrite(e.db, cl, e.topic, id, value) })
 
 	// Warm up every path (JIT, pools, connections), untimed.
+	ops := []func(int, string) error{viaCoordinator, viaUnshared, inline, dual}
+	if baselineBinary != "" {
+		ops = append(ops, viaBaseline)
+	}
 	for i := range 300 {
 		id := fmt.Sprintf("warm-%d", i)
-		for _, op := range []func(int, string) error{viaCoordinator, viaUnshared, inline, dual} {
+		for _, op := range ops {
 			require.NoError(b, op(0, id+"-"+randHex(2)))
 		}
 	}
+	type variant struct {
+		name string
+		pid  int
+		op   func(int, string) error
+	}
+	variants := []variant{
+		{"coordinator", coordPID, viaCoordinator},
+		{"unshared", unsharedPID, viaUnshared},
+		{"inline-2pc", os.Getpid(), inline},
+		{"dual-write", os.Getpid(), dual},
+	}
+	if baselineBinary != "" {
+		variants = append(variants, variant{"baseline", baselinePID, viaBaseline})
+	}
 	for _, c := range []int{1, 16, 64} {
-		for _, v := range []struct {
-			name string
-			pid  int
-			op   func(int, string) error
-		}{
-			{"coordinator", coordPID, viaCoordinator},
-			{"unshared", unsharedPID, viaUnshared},
-			{"inline-2pc", os.Getpid(), inline},
-			{"dual-write", os.Getpid(), dual},
-		} {
+		for _, v := range variants {
 			b.Run(fmt.Sprintf("%s/c=%d", v.name, c), func(b *testing.B) {
 				var profiled <-chan struct{}
 				if v.pid == coordPID && c == 64 {
@@ -151,8 +169,14 @@ func BenchmarkThroughput(b *testing.B) {
 // URL and pid.
 func startBenchCoordinator(b *testing.B, e *env, instance string, settings []string) (string, int) {
 	b.Helper()
+	return startBenchBinary(b, coordinatorBinary(b), e, instance, settings)
+}
+
+// startBenchBinary is startBenchCoordinator with a given coordinator binary.
+func startBenchBinary(b *testing.B, binary string, e *env, instance string, settings []string) (string, int) {
+	b.Helper()
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	p := startCoordinator(b, e.binaryEnv(instance, listen, settings...), "serve")
+	p := startBinary(b, binary, e.binaryEnv(instance, listen, settings...), "serve")
 	waitHealthy(b, p, "http://"+listen, 60*time.Second)
 	return "http://" + listen, p.cmd.Process.Pid
 }
