@@ -17,12 +17,18 @@ import (
 // newLog migrates a log into a schema of its own on DATABASE_URL.
 func newLog(t *testing.T) (*txlog.Log, *pgxpool.Pool) {
 	t.Helper()
+	return newLogWith(t, txlog.Options{GroupCommit: true})
+}
+
+// newLogWith is newLog with the given options.
+func newLogWith(t *testing.T, o txlog.Options) (*txlog.Log, *pgxpool.Pool) {
+	t.Helper()
 	ctx := context.Background()
 	_, dsn, _ := pgtest.Schema(t)
 	pool, err := pgxpool.New(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	l := txlog.New(pool, txlog.Options{GroupCommit: true})
+	l := txlog.New(pool, o)
 	t.Cleanup(l.Close)
 	require.NoError(t, txlog.Migrate(ctx, l, "up"))
 	return l, pool

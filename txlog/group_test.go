@@ -8,12 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpgtx/coordinator/coord"
-	"github.com/kpgtx/coordinator/internal/pgtest"
 	"github.com/kpgtx/coordinator/txlog"
 )
 
@@ -40,14 +38,8 @@ func (o *countingObserver) ObserveLogBatch(n int, _ time.Duration) {
 func TestGroupCommit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, dsn, _ := pgtest.Schema(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
 	obs := &countingObserver{}
-	l := txlog.New(pool, txlog.Options{GroupCommit: true, Observer: obs})
-	t.Cleanup(l.Close)
-	require.NoError(t, txlog.Migrate(ctx, l, "up"))
+	l, pool := newLogWith(t, txlog.Options{GroupCommit: true, Observer: obs})
 	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
 	require.NoError(t, err)
 
