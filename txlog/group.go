@@ -86,6 +86,10 @@ func (g *groupCommit) alone(ctx context.Context, sql string, args []any, scan fu
 		return errClosed
 	default:
 	}
+	// Bounded like a batch's flush: a caller's context may have no deadline, and a connection
+	// that stopped answering must not hold the caller for ever.
+	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	defer cancel()
 	start := time.Now()
 	err := scan(g.pool.QueryRow(ctx, sql, args...))
 	if g.obs != nil {
@@ -120,8 +124,11 @@ func (g *groupCommit) loop() {
 	}
 }
 
+// flushTimeout bounds one batch's round trips and commit.
+const flushTimeout = 30 * time.Second
+
 func (g *groupCommit) flush(batch []*write) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	if g.obs != nil {
 		start := time.Now()
