@@ -26,7 +26,8 @@ key="'k' || :client_id || '-' || :r"
 enter="SELECT pg_catalog.set_config('kpgtx.xid', pg_catalog.pg_current_xact_id()::text, true);"
 guard_expr="pg_catalog.current_setting(CASE WHEN pg_catalog.current_setting('kpgtx.xid', true) = pg_catalog.pg_current_xact_id()::text THEN 'kpgtx.xid' ELSE 'kpgtx.left' END)"
 guard="SELECT $guard_expr;"
-script() { { echo '\set r random(1, 1000000000)'; cat; } > "$work/$1.sql"; }
+# Keys are random over 9e18 values: no two transactions of a run collide.
+script() { { echo '\set r random(1, 9000000000000000000)'; cat; } > "$work/$1.sql"; }
 script dual <<EOF
 BEGIN;
 INSERT INTO orders VALUES ($key, 1);
@@ -96,7 +97,9 @@ run() { # name members [pgbench mode]
   after=$(server_ticks)
   n=$(awk '/number of transactions actually processed/ { split($6, a, "/"); print a[1] }' <<<"$out")
   tps=$(awk '/^tps/ { print $3 }' <<<"$out")
-  [[ -n "$n" && "$n" -gt 0 ]] || { echo "pgcost: $1 failed:" >&2; echo "$out" >&2; return 1; }
+  if [[ -z "$n" || "$n" -eq 0 ]] || grep -q "aborted" <<<"$out"; then
+    echo "pgcost: $1 failed:" >&2; echo "$out" >&2; return 1
+  fi
   awk -v name="$1${3:+ ($3)}" -v m="$2" -v tps="$tps" -v d=$((after - before)) -v n="$n" -v hz="$hz" \
     'BEGIN { printf "%-16s %8d %10.0f %16.3f\n", name, m, tps * m, d * 1000 / hz / n / m }'
 }
