@@ -130,7 +130,15 @@ function confirmAction(action, t) {
       if (action === 'resolve') result.outcome = dialog.querySelector('input[name=outcome]:checked').value;
       dialog.close();
     });
-    dialog.addEventListener('close', () => resolve(result), { once: true });
+    // The close event is dispatched after close() returns, in a task of its own: the close of
+    // an earlier use of this dialog (a cancel just before this one opened) can arrive now, while
+    // the dialog is open again with this form. It is not this use's answer.
+    const onClose = () => {
+      if (dialog.open || !dialog.contains(form)) return;
+      dialog.removeEventListener('close', onClose);
+      resolve(result);
+    };
+    dialog.addEventListener('close', onClose);
     dialog.showModal();
     reason.focus();
   });
