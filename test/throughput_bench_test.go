@@ -29,6 +29,9 @@ import (
 //   - inline-2pc: the same two-phase commit written inline in this process (BEGIN, insert,
 //     marker, PREPARE ∥ transactional produce; EndTxn(commit); COMMIT PREPARED), without a
 //     log and without HTTP;
+//   - inline-shared: inline-2pc with every request in flight gathered into one PostgreSQL
+//     transaction (a savepoint each, one PREPARE) and one Kafka transaction: what sharing the SQL
+//     side too would cost at best (sharedinline_bench_test.go);
 //   - dual-write: by hand, not atomic: a plain SQL commit ∥ one Kafka transaction;
 //   - baseline (only with BENCH_BASELINE_BINARY, which scripts/bench.sh sets from
 //     BENCH_BASELINE=<git revision>): another build of the coordinator, configured like the
@@ -104,7 +107,8 @@ func BenchmarkThroughput(b *testing.B) {
 	dual := withProducer(func(cl *kgo.Client, id string) error { return dualWrite(e.db, cl, e.topic, id, value) })
 
 	// Warm up every path (JIT, pools, connections), untimed.
-	ops := []func(int, string) error{viaCoordinator, viaUnshared, inline, dual}
+	shared := newSharedInline(b, e.db, producers, e.topic, value, 1).do
+	ops := []func(int, string) error{viaCoordinator, viaUnshared, inline, dual, shared}
 	if baselineBinary != "" {
 		ops = append(ops, viaBaseline)
 	}
@@ -123,6 +127,7 @@ func BenchmarkThroughput(b *testing.B) {
 		{"coordinator", coordPID, viaCoordinator},
 		{"unshared", unsharedPID, viaUnshared},
 		{"inline-2pc", os.Getpid(), inline},
+		{"inline-shared", os.Getpid(), shared},
 		{"dual-write", os.Getpid(), dual},
 	}
 	if baselineBinary != "" {
