@@ -34,6 +34,9 @@ type BatchConfig struct {
 	// Concurrency is how many shared transactions may run their Kafka phase at once; requests
 	// prepared meanwhile gather into the next one (default 1).
 	Concurrency int
+	// ShareSQL lets members on one database share one PostgreSQL transaction too
+	// (sharedsql.go, docs/batching.md section 12).
+	ShareSQL bool
 }
 
 // batcher gathers prepared requests into batches. The first member of an open batch leads it:
@@ -56,6 +59,8 @@ type member struct {
 	w    *work
 	done chan struct{}
 	out  batchOutcome
+	// sqlShared: it joined before its SQL phase, which the leader runs (sharedsql.go).
+	sqlShared bool
 }
 
 // batchOutcome is what the batch tells a member.
@@ -63,6 +68,11 @@ type batchOutcome struct {
 	// alone: the batch did not carry it (nothing of it was logged, the batch's Kafka transaction
 	// was aborted): it runs its Kafka side alone.
 	alone bool
+	// rerun: nothing of its work is left anywhere (S5): it runs alone from its SQL phase on.
+	rerun bool
+	// fail: it is aborted with this cause (its SQL phase failed, or its shared transaction
+	// failed and could not be rolled back yet).
+	fail error
 	// prepErr: the write logging the batch prepared failed: ErrMovedOn when it was refused
 	// (nothing logged, the Kafka transaction aborted), otherwise its outcome is unknown.
 	prepErr error
@@ -122,8 +132,10 @@ func (c *Coordinator) shares(w *work) bool {
 func (c *Coordinator) runShared(ctx context.Context, w *work) (*Transaction, error) {
 	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)
 	err := c.kafka.CheckRecords(pctx, w.req.Kafka)
-	if err == nil {
-		// B1: prepared before joining.
+	shareSQL := err == nil && c.sharesSQL(w)
+	if err == nil && !shareSQL {
+		// B1: prepared before joining (or, sharing the SQL transaction, S1: the leader
+		// prepares it before producing).
 		err = c.phase1(pctx, w, false, false)
 	}
 	st.end(err)
@@ -131,12 +143,18 @@ func (c *Coordinator) runShared(ctx context.Context, w *work) (*Transaction, err
 		return c.abort(w, err)
 	}
 
-	m := &member{ctx: ctx, w: w, done: make(chan struct{})}
+	m := &member{ctx: ctx, w: w, done: make(chan struct{}), sqlShared: shareSQL}
 	if bt := c.batches.join(m); bt != nil {
 		c.lead(ctx, bt)
 	}
 	<-m.done
 	o := m.out
+	switch {
+	case o.rerun:
+		return c.runUnshared(ctx, w)
+	case o.fail != nil:
+		return c.abort(w, o.fail)
+	}
 	if o.finished {
 		// Committed on both sides and logged by the batch's phase 2.
 		if w.ktx != nil {
@@ -177,30 +195,13 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 		// No slot within the leader's budget: nobody rides; each member goes alone (and
 		// fails alone when its own budget is spent).
 		for _, m := range b.seal(bt) {
-			m.out.alone = true
+			// One that joined without its SQL phase runs everything alone.
+			m.out.alone, m.out.rerun = !m.sqlShared, m.sqlShared
 			close(m.done)
 		}
 		return
 	}
 	members := b.seal(bt)
-	// The slot is held through the decision, even by a batch of one: requests prepared
-	// meanwhile gather into the next batch, which is what makes batches form under load.
-	c.runBatch(members)
-	<-b.slots
-	if len(members) > 1 && members[0].out.commit && members[0].out.decideErr == nil && members[0].out.prepErr == nil {
-		c.finishShared(members)
-	}
-	for _, m := range members {
-		close(m.done)
-	}
-}
-
-// runBatch runs the Kafka phase of a sealed batch up to the decision and fills every member's
-// outcome.
-func (c *Coordinator) runBatch(members []*member) {
-	if len(members) > 1 {
-		c.cfg.Observer.ObserveKafkaBatch(len(members))
-	}
 	// The batch lives as long as its longest budget: a member whose budget is shorter gets its
 	// answer late rather than failing the others. Cancelling a member (its caller left) does
 	// not stop the batch.
@@ -212,6 +213,33 @@ func (c *Coordinator) runBatch(members []*member) {
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(members[0].ctx), deadline)
 	defer cancel()
+	// The slot is held through the decision, even by a batch of one: requests prepared
+	// meanwhile gather into the next batch, which is what makes batches form under load.
+	riders, groups := c.prepareShared(ctx, members)
+	for _, m := range members {
+		if m.out.rerun || m.out.fail != nil {
+			close(m.done) // it goes its own way at once
+		}
+	}
+	if len(riders) > 0 {
+		c.runBatch(ctx, riders, groups)
+	}
+	c.releaseGroups(groups)
+	<-b.slots
+	if len(riders) > 1 && riders[0].out.commit && riders[0].out.decideErr == nil && riders[0].out.prepErr == nil {
+		c.finishShared(riders)
+	}
+	for _, m := range riders {
+		close(m.done)
+	}
+}
+
+// runBatch runs the Kafka phase of a sealed batch's riders (their SQL prepared) up to the
+// decision and fills every rider's outcome.
+func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []*sqlGroup) {
+	if len(members) > 1 {
+		c.cfg.Observer.ObserveKafkaBatch(len(members))
+	}
 
 	kctx, st := c.step(ctx, PhaseKafka, SpanKafka)
 	ktx, ks, err := c.produceBatch(kctx, members)
@@ -227,6 +255,14 @@ func (c *Coordinator) runBatch(members []*member) {
 		for _, m := range members {
 			m.out.alone = true
 		}
+		// The members of a shared SQL transaction hold no SQL of their own: theirs is rolled
+		// back and they run again alone (S5).
+		c.abandonGroups(ctx, groups, err)
+		for _, m := range members {
+			if m.out.rerun || m.out.fail != nil {
+				m.out.alone = false
+			}
+		}
 		return
 	}
 	shared := newSharedTxn(ktx, len(members))
@@ -236,6 +272,9 @@ func (c *Coordinator) runBatch(members []*member) {
 		n := len(m.w.req.Kafka)
 		m.w.t.Kafka = &KafkaState{KafkaIDs: ks.KafkaIDs, PreparedState: ks.KafkaIDs.PreparedState(), Records: ks.Records[off : off+n : off+n]}
 		off += n
+		if g := inGroup(groups, m); g != nil {
+			m.w.t.SQLGIDs = []SQLGID{{Database: g.Database, GID: g.GID}}
+		}
 		m.w.mu.Lock()
 		m.w.ktx = shared.member()
 		m.w.mu.Unlock()
@@ -249,17 +288,29 @@ func (c *Coordinator) runBatch(members []*member) {
 	defer fcancel()
 	lctx, st := c.step(fctx, PhaseLogPrepared, SpanLogPrepared)
 	kafkaAttrs(st.span, ks.KafkaIDs)
-	if len(ts) == 1 {
+	var sqls []SharedGID
+	for _, g := range groups {
+		if len(g.members) > 0 {
+			sqls = append(sqls, g.SharedGID)
+		}
+	}
+	if len(ts) == 1 && len(sqls) == 0 {
 		err = c.log.Prepared(lctx, ts[0]) // group-committed with other log writes
 	} else {
-		err = c.log.PreparedBatch(lctx, ts)
+		err = c.log.PreparedBatch(lctx, ts, sqls)
 	}
 	st.end(err)
 	if err != nil {
 		if errors.Is(err, ErrMovedOn) {
 			// Refused as a whole: no member is prepared, so nothing can commit this Kafka
-			// transaction and aborting it is allowed (I3).
+			// transaction and aborting it is allowed (I3), and no log row names a shared
+			// transaction: it is rolled back here (or by the sweep, S3).
 			c.abortShared(ctx, ktx)
+			for _, g := range groups {
+				if len(g.members) > 0 {
+					_ = c.rollbackGroup(ctx, g)
+				}
+			}
 		}
 		for _, m := range members {
 			m.out.prepErr = err
@@ -292,12 +343,19 @@ func (c *Coordinator) finishShared(members []*member) {
 	pctx, st := c.step(ctx, PhasePhase2, SpanPhase2)
 	ok := make([]bool, len(members))
 	gids := map[string][]string{}
-	owner := map[string][]int{} // per database, the member of each gid
+	owner := map[string][][]int{} // per database, the members of each gid (several: a shared one)
+	seen := map[string]int{}      // sql gid → its index in gids[database]
 	for i, m := range members {
 		ok[i] = true
 		for _, g := range m.w.t.SQLGIDs {
-			gids[g.Database] = append(gids[g.Database], g.GID)
-			owner[g.Database] = append(owner[g.Database], i)
+			j, dup := seen[g.GID]
+			if !dup {
+				j = len(gids[g.Database])
+				seen[g.GID] = j
+				gids[g.Database] = append(gids[g.Database], g.GID)
+				owner[g.Database] = append(owner[g.Database], nil)
+			}
+			owner[g.Database][j] = append(owner[g.Database][j], i)
 		}
 	}
 	var wg sync.WaitGroup
@@ -309,7 +367,9 @@ func (c *Coordinator) finishShared(members []*member) {
 			defer mu.Unlock()
 			for j, err := range errs {
 				if err != nil {
-					ok[owner[db][j]] = false
+					for _, i := range owner[db][j] {
+						ok[i] = false
+					}
 				}
 			}
 		})

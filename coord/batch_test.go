@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +55,13 @@ func nth(op string, k int, m mode) func(*world) func(int, string) mode {
 // held until all have joined. failSQL names requests whose statements the database refuses.
 func runBatch(t *testing.T, faults func(*world) func(int, string) mode, failSQL ...string) *batchRun {
 	t.Helper()
+	return runBatchWith(t, false, faults, failSQL...)
+}
+
+// runBatchWith is runBatch; shareSQL: the members share one SQL transaction too (their SQL
+// runs after they joined, so the ones whose SQL fails join as well).
+func runBatchWith(t *testing.T, shareSQL bool, faults func(*world) func(int, string) mode, failSQL ...string) *batchRun {
+	t.Helper()
 	w := newWorld()
 	w.pauseAt = -1 // a resolver run inside a call runs to its end
 	for _, id := range failSQL {
@@ -62,7 +70,7 @@ func runBatch(t *testing.T, faults func(*world) func(int, string) mode, failSQL 
 	log, sql, kafka := fakeLog{w}, fakeSQL{w}, fakeKafka{w}
 	c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", DefaultTimeout: 500 * time.Millisecond,
 		FinishTimeout: time.Second, Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}},
-		Logger: slog.New(slog.DiscardHandler), Batch: coord.BatchConfig{MaxMembers: 8, Concurrency: 1}}, log, kafka, sql)
+		Logger: slog.New(slog.DiscardHandler), Batch: coord.BatchConfig{MaxMembers: 8, Concurrency: 1, ShareSQL: shareSQL}}, log, kafka, sql)
 	c.ShareAlways()
 	if faults != nil {
 		w.at = faults(w)
@@ -81,6 +89,9 @@ func runBatch(t *testing.T, faults func(*world) func(int, string) mode, failSQL 
 		})
 	}
 	joined := members - len(failSQL)
+	if shareSQL {
+		joined = members
+	}
 	require.Eventually(t, func() bool { return c.OpenBatchMembers() == joined }, 5*time.Second, time.Millisecond,
 		"the prepared requests gather in the open batch")
 	release()
@@ -137,17 +148,25 @@ func (r *batchRun) check(t *testing.T) map[string]coord.State {
 		states[id] = row.State
 		committed := row.State == coord.StateCommitted
 		sqlGID := "p_" + id + "@" + coord.DefaultDatabase
-		st := sqlState[sqlGID]
-		if st == "prepared" { // the orphan sweep's rule for a final row
-			if committed {
-				require.NoError(t, fakeSQL{r.w}.CommitPrepared(context.Background(), coord.DefaultDatabase, sqlGID))
-			} else {
-				require.NoError(t, fakeSQL{r.w}.RollbackPrepared(context.Background(), coord.DefaultDatabase, sqlGID))
+		r.w.mu.Lock()
+		work := slices.Clone(r.w.sqlWork[sqlGID])
+		r.w.mu.Unlock()
+		sqlCommits := 0
+		for _, g := range work {
+			if sqlState[g] == "prepared" {
+				r.sweep(t, g)
+				_, sqlState, _, _ = r.w.snapshot()
 			}
-			_, s2, _, _ := r.w.snapshot()
-			st = s2[sqlGID]
+			if sqlState[g] == "committed" {
+				sqlCommits++
+			}
 		}
-		assert.Equal(t, committed, st == "committed", "%s %s: sql %q; calls %v", id, row.State, st, r.w.ops)
+		want := 0
+		if committed {
+			want = 1
+		}
+		assert.Equal(t, want, sqlCommits, "%s %s: its SQL work committed %d times (in %v: %v); calls %v",
+			id, row.State, sqlCommits, work, sqlState, r.w.ops)
 		if committed {
 			assert.Len(t, committedIn, 1, "%s committed: its record committed exactly once (carriers %v); calls %v", id, carriers, r.w.ops)
 		} else {
@@ -163,6 +182,34 @@ func (r *batchRun) check(t *testing.T) map[string]coord.State {
 		}
 	}
 	return states
+}
+
+// sweep applies the orphan sweep's rules to a gid left prepared: a request's own gid follows its
+// final row; a shared one follows its registration (S3): committed when every member it names
+// committed, rolled back when unregistered (tombstoned) or aborted.
+func (r *batchRun) sweep(t *testing.T, g string) {
+	t.Helper()
+	rows, _, _, _ := r.w.snapshot()
+	commit := false
+	if coord.IsSharedGID("p", g) {
+		r.w.mu.Lock()
+		ms, registered := r.w.shared[g]
+		if !registered {
+			r.w.shared[g] = nil // the tombstone
+		}
+		r.w.mu.Unlock()
+		commit = registered
+		for _, m := range ms {
+			commit = commit && rows[m].State == coord.StateCommitted
+		}
+	} else {
+		commit = rows[strings.TrimSuffix(g, "@"+coord.DefaultDatabase)].State == coord.StateCommitted
+	}
+	if commit {
+		require.NoError(t, fakeSQL{r.w}.CommitPrepared(context.Background(), coord.DefaultDatabase, g))
+	} else {
+		require.NoError(t, fakeSQL{r.w}.RollbackPrepared(context.Background(), coord.DefaultDatabase, g))
+	}
 }
 
 func count(ops []string, op string) int {

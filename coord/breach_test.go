@@ -29,6 +29,7 @@ func (b *breachCounter) ObservePhase(coord.Phase, time.Duration) {}
 func (b *breachCounter) ObserveOutcome(coord.State, coord.Class) {}
 func (b *breachCounter) ObserveConfinementBreach()               { b.n.Add(1) }
 func (b *breachCounter) ObserveKafkaBatch(int)                   {}
+func (*breachCounter) ObserveSQLShared(int)                      {}
 
 // A confinement breach is never reported as an abort: the request ends heuristic with the
 // evidence (202), Kafka is aborted, and the alert is raised once.

@@ -244,6 +244,12 @@ func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*T
 	if c.shares(w) {
 		return c.runShared(ctx, w)
 	}
+	return c.runUnshared(ctx, w)
+}
+
+// runUnshared runs a request on its own: its SQL side and its Kafka side concurrently.
+func (c *Coordinator) runUnshared(ctx context.Context, w *work) (*Transaction, error) {
+	t := w.t
 	onePhase := t.OnePhase
 
 	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently

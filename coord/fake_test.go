@@ -56,13 +56,16 @@ type world struct {
 	kafkaRecs map[int64][]string            // producer id → the values of its records
 	failSQL   map[string]bool               // sql gid → its statements fail (the server says no)
 	releases  map[int64][]bool              // producer id → its Release calls (keep)
+	shared    map[string][]string           // shared sql gid → its members (registered by the prepared write)
+	sqlWork   map[string][]string           // a request's own sql gid → every sql gid its work was prepared in
 	nextPID   int64
 }
 
 func newWorld() *world {
 	return &world{rows: map[string]*coord.Transaction{}, epochs: map[string]int64{"a": 1, "r": 1},
 		sqlState: map[string]string{}, markers: map[string]bool{}, kafkaTxns: map[int64]string{},
-		kafkaRecs: map[int64][]string{}, failSQL: map[string]bool{}, releases: map[int64][]bool{}}
+		kafkaRecs: map[int64][]string{}, failSQL: map[string]bool{}, releases: map[int64][]bool{},
+		shared: map[string][]string{}, sqlWork: map[string][]string{}}
 }
 
 // call counts a call and returns its mode; a race runs the resolver first (without locks held).
@@ -203,7 +206,7 @@ func (l fakeLog) Prepared(ctx context.Context, t *coord.Transaction) error {
 }
 
 // PreparedBatch is all or nothing, as txlog's: every row must pass the compare-and-set.
-func (l fakeLog) PreparedBatch(ctx context.Context, ts []*coord.Transaction) error {
+func (l fakeLog) PreparedBatch(ctx context.Context, ts []*coord.Transaction, shared []coord.SharedGID) error {
 	m := l.w.call(ctx, "log.prepared_batch")
 	if m == failBefore {
 		return errInjected
@@ -214,6 +217,14 @@ func (l fakeLog) PreparedBatch(ctx context.Context, ts []*coord.Transaction) err
 		if _, ok := l.casRow(t, coord.StateActive); !ok {
 			return fmt.Errorf("log.prepared_batch %s: %w", t.GID, coord.ErrMovedOn)
 		}
+	}
+	for _, g := range shared {
+		if _, taken := l.w.shared[g.GID]; taken {
+			return fmt.Errorf("log.prepared_batch: %s registered or tombstoned: %w", g.GID, coord.ErrMovedOn)
+		}
+	}
+	for _, g := range shared {
+		l.w.shared[g.GID] = append([]string{}, g.Members...)
 	}
 	for _, t := range ts {
 		row := l.w.rows[t.GID]
@@ -322,6 +333,7 @@ func (s fakeSQL) Run(ctx context.Context, db string, stmts []coord.Statement, gi
 	} else {
 		s.w.sqlState[gid] = "prepared"
 	}
+	s.w.sqlWork[gid] = append(s.w.sqlWork[gid], gid)
 	if m == failAfter {
 		err := error(errInjected)
 		if onePhase {
@@ -330,6 +342,34 @@ func (s fakeSQL) Run(ctx context.Context, db string, stmts []coord.Statement, gi
 		return nil, &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable, Err: err}
 	}
 	return make([]coord.SQLResult, len(stmts)), nil
+}
+
+// RunShared: member i's statements fail when its own gid is in failSQL (it is left out); the
+// shared transaction is prepared with the rest. Every gid of a member's work is recorded in
+// sqlWork, so a test can follow where each request's SQL ended up.
+func (s fakeSQL) RunShared(ctx context.Context, db string, members [][]coord.Statement, gid string, _ func()) coord.SharedRun {
+	out := coord.SharedRun{Results: make([][]coord.SQLResult, len(members)), Excluded: make([]error, len(members))}
+	m := s.w.call(ctx, "sql.run_shared")
+	if m == failBefore {
+		out.Err = &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable, Unavailable: true, Err: errInjected}
+		return out
+	}
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	for i, stmts := range members {
+		own := "p_" + stmts[0].Args[0].(string) + "@" + db // batchRequest's first argument: its id
+		if s.w.failSQL[own] {
+			out.Excluded[i] = &coord.Failure{Participant: "sql:" + db, Class: coord.ClassAbortable, Err: errors.New("check constraint violated")}
+			continue
+		}
+		out.Results[i] = make([]coord.SQLResult, len(stmts))
+		s.w.sqlWork[own] = append(s.w.sqlWork[own], gid)
+	}
+	s.w.sqlState[gid] = "prepared"
+	if m == failAfter {
+		out.Err = &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable, Err: errInjected}
+	}
+	return out
 }
 
 func (s fakeSQL) finish(ctx context.Context, op, gid string, commit bool) error {

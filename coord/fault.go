@@ -19,6 +19,7 @@ const (
 // The same step boundaries reached by a shared Kafka transaction only (batch.go): its leader
 // passes both the plain point and this one, so a test can make sure the crash lands in a batch.
 const (
+	FaultSharedAfterSQLPrepare  FaultPoint = "shared_after_sql_prepare" // a shared SQL transaction prepared, nothing produced
 	FaultSharedAfterKafkaFlush  FaultPoint = "shared_after_kafka_flush"
 	FaultSharedAfterLogPrepared FaultPoint = "shared_after_log_prepared"
 	FaultSharedAfterEndTxn      FaultPoint = "shared_after_endtxn"
@@ -29,7 +30,7 @@ var FaultPoints = []FaultPoint{FaultAfterSQLWork, FaultAfterPrepare, FaultAfterK
 	FaultAfterLogPrepared, FaultAfterEndTxn, FaultAfterCommitPrepared, FaultBeforeFinalLog}
 
 // SharedFaultPoints lists the fault points reached in shared Kafka transactions only.
-var SharedFaultPoints = []FaultPoint{FaultSharedAfterKafkaFlush, FaultSharedAfterLogPrepared, FaultSharedAfterEndTxn}
+var SharedFaultPoints = []FaultPoint{FaultSharedAfterSQLPrepare, FaultSharedAfterKafkaFlush, FaultSharedAfterLogPrepared, FaultSharedAfterEndTxn}
 
 // ParseFaultPoint accepts the names above.
 func ParseFaultPoint(s string) (FaultPoint, error) {

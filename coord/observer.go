@@ -69,6 +69,8 @@ type Observer interface {
 	ObserveConfinementBreach()
 	// ObserveKafkaBatch reports a shared Kafka transaction about to run, with its members.
 	ObserveKafkaBatch(members int)
+	// ObserveSQLShared reports a shared PostgreSQL transaction prepared, with its members.
+	ObserveSQLShared(members int)
 }
 
 // nopObserver is the default Observer: it drops everything.
@@ -78,6 +80,7 @@ func (nopObserver) ObservePhase(Phase, time.Duration) {}
 func (nopObserver) ObserveOutcome(State, Class)       {}
 func (nopObserver) ObserveConfinementBreach()         {}
 func (nopObserver) ObserveKafkaBatch(int)             {}
+func (nopObserver) ObserveSQLShared(int)              {}
 
 // observeSince reports the time since start for phase p; use as
 // defer c.observeSince(PhaseX, time.Now()).

@@ -57,6 +57,12 @@ type SQL interface {
 	// gids[i]'s outcome, and a failed one is left to CommitPrepared.
 	CommitPreparedMany(ctx context.Context, database string, gids []string) (errs []error)
 	RollbackPrepared(ctx context.Context, database, gid string) error
+	// RunShared runs several requests' statements on one database in one transaction, each
+	// request inside a savepoint of its own with the session's settings reset after it, then
+	// the marker row for gid and PREPARE TRANSACTION gid (docs/batching.md section 12). A
+	// request whose statement fails is rolled back to its savepoint and left out; the others go
+	// on without it. afterWork is called as in Run.
+	RunShared(ctx context.Context, database string, members [][]Statement, gid string, afterWork func()) SharedRun
 	// SettleOnePhase decides a one-phase transaction from evidence, for good: a marker row
 	// committed by the transaction means committed; otherwise a fencing marker (aborted) is
 	// written under the same key, which makes a late marker insert, and so a late COMMIT, of that
@@ -90,7 +96,10 @@ type Log interface {
 	// PreparedBatch is Prepared for every transaction of a shared Kafka transaction, all or
 	// nothing, in one durable write (B2): it changes nothing and returns an error matching
 	// ErrMovedOn unless every row is still active and owned as its writer last saw it.
-	PreparedBatch(ctx context.Context, ts []*Transaction) error
+	// shared registers the PostgreSQL transactions shared by several of them (S2, sharedsql.go)
+	// in the same write; a registration (or a sweep's tombstone) of the same gid already there
+	// refuses the whole write the same way.
+	PreparedBatch(ctx context.Context, ts []*Transaction, shared []SharedGID) error
 	// CommittedBatch logs prepared transactions committed in one write, each row its own
 	// compare-and-set: done[i] says whether ts[i] was written. err: every outcome unknown.
 	CommittedBatch(ctx context.Context, ts []*Transaction) (done []bool, err error)
@@ -104,3 +113,17 @@ type Log interface {
 
 // Clock is the time source for budgets; tests may replace it.
 type Clock func() time.Time
+
+// SharedRun is the outcome of SQL.RunShared.
+type SharedRun struct {
+	// Results[i] are member i's statement results, when it is in the transaction.
+	Results [][]SQLResult
+	// Excluded[i] is why member i is not in the transaction: its statement failed and its work
+	// was rolled back to its savepoint (nothing of it is left), or, matching
+	// ErrConfinementBreach, a statement ended the transaction while member i's work was in it.
+	Excluded []error
+	// Err: the transaction is not prepared, or its PREPARE's answer was lost; the caller rolls
+	// gid back before any member runs again. The members not excluded were never run or were
+	// rolled back with it.
+	Err error
+}

@@ -35,6 +35,7 @@ type Metrics struct {
 	logBatchSize prometheus.Observer
 	logBatchTime prometheus.Observer
 	kafkaBatch   prometheus.Histogram
+	sqlShared    prometheus.Histogram
 
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
@@ -111,6 +112,11 @@ func New() *Metrics {
 		Help:    "Requests carried by one shared Kafka transaction (one EndTxn for all of them).",
 		Buckets: prometheus.ExponentialBuckets(2, 2, 8),
 	})
+	m.sqlShared = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "sql_shared_transaction_members",
+		Help:    "Requests whose work one shared PostgreSQL transaction held when it was prepared (one PREPARE and one COMMIT PREPARED for all of them).",
+		Buckets: prometheus.ExponentialBuckets(2, 2, 8),
+	})
 
 	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "http_requests_total",
@@ -126,7 +132,7 @@ func New() *Metrics {
 		Help: "HTTP requests being served.",
 	})
 
-	reg.MustRegister(phase, m.outcomes, m.breaches, logWrite, logBatchSize, logBatchTime, m.kafkaBatch,
+	reg.MustRegister(phase, m.outcomes, m.breaches, logWrite, logBatchSize, logBatchTime, m.kafkaBatch, m.sqlShared,
 		m.httpRequests, m.httpDuration, m.httpInFlight)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		Registry:            reg, // promhttp_metric_handler_errors_total
@@ -173,6 +179,9 @@ func (m *Metrics) ObserveConfinementBreach() { m.breaches.Inc() }
 
 // ObserveKafkaBatch implements coord.Observer.
 func (m *Metrics) ObserveKafkaBatch(members int) { m.kafkaBatch.Observe(float64(members)) }
+
+// ObserveSQLShared implements coord.Observer.
+func (m *Metrics) ObserveSQLShared(members int) { m.sqlShared.Observe(float64(members)) }
 
 // ObserveLogWrite implements txlog.Observer.
 func (m *Metrics) ObserveLogWrite(d time.Duration) { m.logWrite.Observe(d.Seconds()) }

@@ -179,6 +179,7 @@ func (l *Loop) InDoubt(ctx context.Context) (*InDoubtView, error) {
 	// PostgreSQL: prepared gids with our prefix, on every configured database.
 	prefix := l.cfg.GIDPrefix + "_"
 	var unknown []string
+	var shared []sqltxn.PreparedXact
 	pending := map[string][]sqltxn.PreparedXact{}
 	if l.sql != nil {
 		dbs := l.sql.Names()
@@ -191,6 +192,10 @@ func (l *Loop) InDoubt(ctx context.Context) (*InDoubtView, error) {
 			}
 			for _, p := range prepared {
 				g := p.GID
+				if coord.IsSharedGID(l.cfg.GIDPrefix, g) {
+					shared = append(shared, p)
+					continue
+				}
 				global := g
 				if i := strings.LastIndexByte(g, '@'); i >= 0 {
 					global = g[:i]
@@ -206,6 +211,11 @@ func (l *Loop) InDoubt(ctx context.Context) (*InDoubtView, error) {
 			}
 		}
 	}
+	more, err := l.sharedInDoubt(ctx, now, shared, byGID)
+	if err != nil {
+		return nil, err
+	}
+	entries = append(entries, more...)
 	if len(unknown) > 0 {
 		states, err := l.log.States(ctx, unknown)
 		if err != nil {

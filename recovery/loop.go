@@ -108,6 +108,8 @@ type Loop struct {
 	passes   atomic.Int64
 	failures atomic.Int64
 
+	orphanAge time.Duration // how old an unnamed shared transaction must be for the sweep (S3)
+
 	totalMu sync.Mutex
 	total   Stats // the sum of every pass's Stats (Totals)
 }
@@ -119,7 +121,7 @@ func New(cfg Config, own *Ownership, log *txlog.Log, sql *sqltxn.Databases, kafk
 	if own == nil {
 		own = NewOwnership("", cfg.Instance, nil)
 	}
-	return &Loop{cfg: cfg, own: own, log: log, sql: sql, kafka: kafka, coord: c,
+	return &Loop{cfg: cfg, own: own, log: log, sql: sql, kafka: kafka, coord: c, orphanAge: orphanMinAge,
 		trigger: make(chan struct{}, 1), done: make(chan struct{})}
 }
 

@@ -26,6 +26,9 @@ func (l *Loop) orphans(ctx context.Context, st *Stats) error {
 			errs = errors.Join(errs, err)
 			continue
 		}
+		if err := l.sharedOrphans(ctx, db, prepared, st); err != nil {
+			errs = errors.Join(errs, err)
+		}
 		if len(prepared) == 0 {
 			continue
 		}
@@ -75,6 +78,23 @@ func (l *Loop) sweepMarkers(ctx context.Context, st *Stats) error {
 			errs = errors.Join(errs, err)
 			continue
 		}
+		shared, gids, err := l.sharedMarkers(ctx, gids)
+		if err != nil {
+			errs = errors.Join(errs, err)
+		}
+		if len(shared) > 0 {
+			if err := l.sql.DeleteMarkers(ctx, db, shared); err != nil {
+				errs = errors.Join(errs, err)
+			} else {
+				st.Markers += len(shared)
+				if _, err := l.log.DeleteShared(ctx, shared, l.cfg.MarkerAge); err != nil {
+					errs = errors.Join(errs, err)
+				}
+			}
+		}
+		if len(gids) == 0 {
+			continue
+		}
 		globals := make([]string, len(gids))
 		for i, g := range gids {
 			globals[i] = globalGID(g)
@@ -98,6 +118,11 @@ func (l *Loop) sweepMarkers(ctx context.Context, st *Stats) error {
 			continue
 		}
 		st.Markers += len(del)
+	}
+	// Registrations and tombstones that protect nothing any more (every member final, or a
+	// tombstone past the marker age, when no late prepared write can come).
+	if _, err := l.log.DeleteShared(ctx, nil, l.cfg.MarkerAge); err != nil {
+		errs = errors.Join(errs, err)
 	}
 	return errs
 }

@@ -31,6 +31,9 @@ type Config struct {
 	// (KAFKA_SHARED_CONCURRENCY).
 	SharedMax         int
 	SharedConcurrency int
+	// SharedSQL lets the members of a shared Kafka transaction on one database share one
+	// PostgreSQL transaction too (COORDINATOR_SHARED_SQL; docs/batching.md section 12).
+	SharedSQL bool
 	// KafkaTxnTimeout is the producer's transaction.timeout.ms (KAFKA_TRANSACTION_TIMEOUT).
 	KafkaTxnTimeout time.Duration
 	DefaultTimeout  time.Duration // COORDINATOR_DEFAULT_TIMEOUT: budget of a request without timeout_ms
@@ -101,6 +104,7 @@ func Defaults() Config {
 		PoolSize:          32,
 		SharedMax:         128,
 		SharedConcurrency: 1,
+		SharedSQL:         true,
 		KafkaTxnTimeout:   60 * time.Second,
 		DefaultTimeout:    10 * time.Second,
 		MaxTimeout:        30 * time.Second,

@@ -172,7 +172,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		Observer:       s.Metrics,
 		Tracer:         tracer,
 		// More shared transactions at once than ids would only wait for ids.
-		Batch: coord.BatchConfig{MaxMembers: cfg.SharedMax, Concurrency: min(cfg.SharedConcurrency, cfg.PoolSize)},
+		Batch: coord.BatchConfig{MaxMembers: cfg.SharedMax, Concurrency: min(cfg.SharedConcurrency, cfg.PoolSize),
+			ShareSQL: cfg.SharedSQL},
 	}, s.Log, kafka, s.SQL)
 
 	s.Recovery = recovery.New(recovery.Config{

@@ -238,6 +238,9 @@ var Settings = []Setting{
 	intSetting("KAFKA_SHARED_MAX", "shared-max", "SharedMax",
 		"most requests sharing one Kafka transaction (one EndTxn) when several are in flight; `1`: every request has its own",
 		false, func(c *Config) *int { return &c.SharedMax }),
+	boolSetting("COORDINATOR_SHARED_SQL", "SharedSQL",
+		"`true`: requests that share a Kafka transaction and write to one database with plain queries and data changes also share one PostgreSQL transaction there (a savepoint each, one PREPARE); `false`: each has its own",
+		func(c *Config) *bool { return &c.SharedSQL }),
 	intSetting("KAFKA_SHARED_CONCURRENCY", "shared-concurrency", "SharedConcurrency",
 		"shared Kafka transactions running at once (at most `KAFKA_POOL_SIZE`); requests prepared meanwhile gather into the next one",
 		false, func(c *Config) *int { return &c.SharedConcurrency }),
@@ -375,7 +378,7 @@ var Settings = []Setting{
 		"OTLP/HTTP collector for OpenTelemetry traces, e.g. `http://localhost:4318` (a base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`: `/v1/traces` is appended); the SDK's `OTEL_*` variables (headers, timeout, sampler, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`) apply; see \"Traces\"",
 		func(c *Config) *string { return &c.OTLPEndpoint }).with(func(s *Setting) { s.DefaultText = "no traces" }),
 	strSetting("COORDINATOR_FAULT", "", "Fault",
-		"**test only**: SIGKILL the process when a transaction reaches this step: `after_sql_work`, `after_prepare`, `after_kafka_flush`, `after_log_prepared`, `after_endtxn`, `after_commit_prepared`, `before_final_log`; in a shared Kafka transaction only: `shared_after_kafka_flush`, `shared_after_log_prepared`, `shared_after_endtxn`",
+		"**test only**: SIGKILL the process when a transaction reaches this step: `after_sql_work`, `after_prepare`, `after_kafka_flush`, `after_log_prepared`, `after_endtxn`, `after_commit_prepared`, `before_final_log`; in a shared Kafka transaction only: `shared_after_sql_prepare` (a shared PostgreSQL transaction prepared), `shared_after_kafka_flush`, `shared_after_log_prepared`, `shared_after_endtxn`",
 		func(c *Config) *string { return &c.Fault }),
 }
 

@@ -103,6 +103,8 @@ func TestEverySettingLoads(t *testing.T) {
 			v = "ci:submit:0123456789abcdef0123"
 		case "COORDINATOR_TOPICS":
 			v = "orders"
+		case "COORDINATOR_SHARED_SQL":
+			v = "false" // on by default
 		}
 		c, err := Load(func(k string) string {
 			if k == s.Env {

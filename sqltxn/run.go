@@ -102,14 +102,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 		d.logger.Error("a client statement left the coordinator's transaction; connection discarded",
 			"database", database, "gid", gid, "error", err)
 	}
-	// Whatever failed, the session must not keep an open (aborted) transaction.
-	if conn.Conn().IsClosed() {
-		d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
-	} else if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
-		discard = true
-		conn.Conn().Close(context.WithoutCancel(ctx))
-		d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
-	}
+	discard = d.endFailed(ctx, conn, db, database) || discard
 	f := classify(database, err)
 	if onePhase && !refused(err) {
 		// The COMMIT went out with the batch and no answer said no: it may have committed.
@@ -118,6 +111,21 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 		f.Unavailable = false
 	}
 	return nil, f
+}
+
+// endFailed makes sure a session whose batch failed keeps no open (aborted) transaction and
+// that a cut-off backend has exited; discard: the connection must not be reused.
+func (d *Databases) endFailed(ctx context.Context, conn *pgxpool.Conn, db *database, database string) (discard bool) {
+	if conn.Conn().IsClosed() {
+		d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
+		return false
+	}
+	if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+		conn.Conn().Close(context.WithoutCancel(ctx))
+		d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
+		return true
+	}
+	return false
 }
 
 // enterSQL runs right after BEGIN: it remembers the transaction's id in a transaction-local

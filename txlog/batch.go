@@ -20,7 +20,11 @@ import (
 // fails a condition the transaction is rolled back, nothing changes, and the error matches
 // coord.ErrMovedOn: then no member is prepared and the batch's Kafka transaction may be
 // aborted. Any other error leaves the outcome unknown. On success each t is updated.
-func (l *Log) PreparedBatch(ctx context.Context, ts []*coord.Transaction) error {
+//
+// shared are the PostgreSQL transactions that hold several members' work: each is registered
+// with its members in the same transaction (S2, coord/sharedsql.go). A registration or a
+// sweep's tombstone of the same gid already there refuses the whole write the same way.
+func (l *Log) PreparedBatch(ctx context.Context, ts []*coord.Transaction, shared []coord.SharedGID) error {
 	if len(ts) == 0 {
 		return nil
 	}
@@ -66,7 +70,7 @@ func (l *Log) PreparedBatch(ctx context.Context, ts []*coord.Transaction) error 
 			return fmt.Errorf("txlog: prepared batch of %d: %d rows moved on or are no longer owned: %w",
 				n, n-len(stamps), ErrStateChanged)
 		}
-		return nil
+		return registerShared(ctx, tx, shared)
 	})
 	if err != nil {
 		if errors.Is(err, ErrStateChanged) {

@@ -50,7 +50,7 @@ func TestPreparedBatch(t *testing.T) {
 
 	t.Run("all members", func(t *testing.T) {
 		ts := begin(t, "all", 3, ea)
-		require.NoError(t, l.PreparedBatch(ctx, ts))
+		require.NoError(t, l.PreparedBatch(ctx, ts, nil))
 		for i, tr := range ts {
 			assert.Equal(t, coord.StatePrepared, tr.State)
 			require.NotNil(t, tr.PreparedAt)
@@ -72,7 +72,7 @@ func TestPreparedBatch(t *testing.T) {
 
 	t.Run("committed together, each row its own compare-and-set", func(t *testing.T) {
 		ts := begin(t, "done", 3, ea)
-		require.NoError(t, l.PreparedBatch(ctx, ts))
+		require.NoError(t, l.PreparedBatch(ctx, ts, nil))
 		resolver := *ts[2]
 		require.NoError(t, l.Claim(ctx, &resolver, coord.Fence{Instance: "r", Epoch: er}, coord.StatePrepared))
 		done, err := l.CommittedBatch(ctx, ts)
@@ -90,7 +90,7 @@ func TestPreparedBatch(t *testing.T) {
 		ts := begin(t, "claimed", 3, ea)
 		resolver := *ts[1]
 		require.NoError(t, l.Claim(ctx, &resolver, coord.Fence{Instance: "r", Epoch: er}, coord.StateAborting))
-		require.ErrorIs(t, l.PreparedBatch(ctx, ts), coord.ErrMovedOn)
+		require.ErrorIs(t, l.PreparedBatch(ctx, ts, nil), coord.ErrMovedOn)
 		assert.Equal(t, []coord.State{coord.StateActive, coord.StateAborting, coord.StateActive}, states(t, ts))
 		for _, tr := range ts {
 			assert.Equal(t, coord.StateActive, tr.State, "the caller's copies are unchanged")
@@ -110,7 +110,7 @@ func TestPreparedBatch(t *testing.T) {
 		}
 		_, err = txlog.BumpEpoch(ctx, pool2, "a")
 		require.NoError(t, err)
-		require.ErrorIs(t, l2.PreparedBatch(ctx, ts), coord.ErrMovedOn)
+		require.ErrorIs(t, l2.PreparedBatch(ctx, ts, nil), coord.ErrMovedOn)
 		for _, tr := range ts {
 			got, err := l2.Get(ctx, tr.ID)
 			require.NoError(t, err)
@@ -121,7 +121,7 @@ func TestPreparedBatch(t *testing.T) {
 	t.Run("a member without the batch's ids is refused before writing", func(t *testing.T) {
 		ts := begin(t, "mixed", 2, ea)
 		ts[1].Kafka = &coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: "tx-2", ProducerID: 43}}
-		err := l.PreparedBatch(ctx, ts)
+		err := l.PreparedBatch(ctx, ts, nil)
 		require.Error(t, err)
 		assert.NotErrorIs(t, err, coord.ErrMovedOn)
 		assert.Equal(t, []coord.State{coord.StateActive, coord.StateActive}, states(t, ts))

@@ -1,0 +1,153 @@
+package coord_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// Shared SQL transactions against the fake world (sharedsql.go): the batch's members run their
+// statements in one PostgreSQL transaction, one marker, one PREPARE and one COMMIT PREPARED.
+// batchRun.check asserts, besides atomicity and the answers, that every request's SQL work
+// committed exactly once when its row says committed (in the shared transaction or in its own
+// re-run, never both) and never otherwise.
+
+func TestSharedSQLOneTransaction(t *testing.T) {
+	t.Parallel()
+	r := runBatchWith(t, true, nil)
+	states := r.check(t)
+	for id, st := range states {
+		assert.Equal(t, coord.StateCommitted, st, id)
+		assert.NoError(t, r.answers[id], id)
+	}
+	assert.Equal(t, 1, count(r.w.ops, "sql.run_shared"), "one SQL round trip for the batch")
+	assert.Zero(t, count(r.w.ops, "sql.run"), "no member ran its SQL alone")
+	assert.Equal(t, 1, count(r.w.ops, "sql.commit_prepared_many"), "one COMMIT PREPARED for the batch")
+	assert.Equal(t, 1, count(r.w.ops, "kafka.commit"), "one EndTxn for the batch")
+	rows, _, _, _ := r.w.snapshot()
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	require.Len(t, r.w.shared, 1, "S2: the prepared write registered the shared gid")
+	for g, ms := range r.w.shared {
+		assert.True(t, coord.IsSharedGID("p", g), g)
+		assert.ElementsMatch(t, []string{"p_r0", "p_r1", "p_r2"}, ms)
+		for _, row := range rows {
+			assert.Equal(t, []coord.SQLGID{{Database: coord.DefaultDatabase, GID: g}}, row.SQLGIDs,
+				"%s: the log names the shared gid as where its work is", row.GID)
+		}
+	}
+}
+
+// S1 and S5: a member whose statement fails is rolled back to its savepoint and runs alone,
+// where it fails again and is aborted; its record never rides with the others, who commit.
+func TestSharedSQLMemberFails(t *testing.T) {
+	t.Parallel()
+	r := runBatchWith(t, true, nil, "r1")
+	states := r.check(t)
+	assert.Equal(t, coord.StateAborted, states["r1"])
+	assert.ErrorIs(t, r.answers["r1"], coord.ErrAborted)
+	for _, id := range []string{"r0", "r2"} {
+		assert.Equal(t, coord.StateCommitted, states[id], id)
+		assert.NoError(t, r.answers[id], id)
+	}
+	assert.Equal(t, 1, count(r.w.ops, "sql.run"), "the failed member ran once more, alone")
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	for pid, vs := range r.w.kafkaRecs {
+		if r.w.kafkaTxns[pid] == "committed" {
+			assert.NotContains(t, vs, "r1", "the failed request's record committed in transaction %d", pid)
+		}
+	}
+}
+
+// A fault at each step of a batch that shares its SQL transaction, before or after the
+// step's effect: every request is atomic, its SQL work committed at most once, its answer true.
+func TestSharedSQLFaultAtEveryStep(t *testing.T) {
+	t.Parallel()
+	for _, op := range []string{"sql.run_shared", "sql.run", "kafka.acquire", "kafka.begin", "kafka.add", "kafka.flush",
+		"log.prepared_batch", "kafka.commit", "kafka.endtxn", "sql.commit_prepared_many", "log.committed_batch",
+		"sql.commit_prepared", "log.committed", "sql.rollback_prepared", "kafka.abort", "log.aborted"} {
+		for _, m := range []mode{failBefore, failAfter} {
+			for k := range 2 {
+				t.Run(fmt.Sprintf("%s/%d/mode %d", op, k, m), func(t *testing.T) {
+					t.Parallel()
+					runBatchWith(t, true, nth(op, k, m)).check(t)
+				})
+			}
+			t.Run(fmt.Sprintf("%s/mode %d/a member fails", op, m), func(t *testing.T) {
+				t.Parallel()
+				runBatchWith(t, true, nth(op, 0, m), "r2").check(t)
+			})
+		}
+	}
+}
+
+// S3: the sweep's tombstone for a shared gid lands before the batch's prepared write: the write
+// is refused as a whole, nothing commits, and the shared transaction is rolled back.
+func TestSharedSQLTombstoneRefusesPreparedWrite(t *testing.T) {
+	t.Parallel()
+	var once sync.Once
+	tomb := func(w *world) func(int, string) mode {
+		return func(_ int, op string) mode {
+			if op == "log.prepared_batch" {
+				once.Do(func() {
+					w.mu.Lock()
+					defer w.mu.Unlock()
+					for g := range w.sqlState {
+						if coord.IsSharedGID("p", g) {
+							w.shared[g] = nil
+						}
+					}
+				})
+			}
+			return pass
+		}
+	}
+	r := runBatchWith(t, true, tomb)
+	states := r.check(t)
+	for id, st := range states {
+		assert.Equal(t, coord.StateAborted, st, "%s: nothing commits after a tombstone", id)
+		assert.Error(t, r.answers[id], id)
+	}
+	assert.Zero(t, count(r.w.ops, "kafka.commit"), "no EndTxn(commit) after a refused prepared write")
+	_, sqlState, _, _ := r.w.snapshot()
+	for g, st := range sqlState {
+		if strings.Contains(g, "_+") {
+			assert.Equal(t, "rolledback", st, "the leader rolled the shared transaction back")
+		}
+	}
+}
+
+// A resolver claims one member right before the prepared write: refused as a whole, the
+// shared transaction is rolled back, and every member answers from its row.
+func TestSharedSQLPreparedWriteRefused(t *testing.T) {
+	t.Parallel()
+	var once sync.Once
+	claim := func(w *world) func(int, string) mode {
+		return func(_ int, op string) mode {
+			if op != "log.prepared_batch" {
+				return pass
+			}
+			once.Do(func() {
+				rows, _, _, _ := w.snapshot()
+				rules := coord.Rules{Log: fakeLog{w}, SQL: fakeSQL{w}, Kafka: fakeKafka{w}}
+				_, err := rules.Resolve(context.WithValue(context.Background(), resolverKey{}, true), rows["p_r1"],
+					coord.Fence{Instance: "r", Epoch: 1}, nil)
+				assert.NoError(t, err)
+			})
+			return pass
+		}
+	}
+	r := runBatchWith(t, true, claim)
+	states := r.check(t)
+	assert.Equal(t, coord.StateAborted, states["r1"])
+	assert.ErrorIs(t, r.answers["r1"], coord.ErrAborted, "the claimed member answers from its row")
+	assert.Zero(t, count(r.w.ops, "kafka.commit"), "no EndTxn(commit) after a refused prepared write")
+}

@@ -1,0 +1,807 @@
+/*
+ * sharedsql.pml: shared SQL transactions, as a Promela model checked with SPIN
+ * (model/check-batch.sh; model/README.md, section "Shared SQL transactions").
+ *
+ * The members of a batch share one Kafka transaction (batch.pml) and also ONE PostgreSQL
+ * prepared transaction G: each request logs its row active with its own gid, joins the open
+ * batch before running any SQL; the leader runs every member's statements in a savepoint of
+ * one transaction (a failing member is rolled back to its savepoint and re-runs alone, on the
+ * unshared path, with its own gid and its own Kafka transaction), inserts G's marker, PREPAREs
+ * G (a fresh gid that no row names yet), produces the records of the members in G, logs every
+ * member prepared on G in one write that also inserts G's registration into shared_gids, sends
+ * one EndTxn and COMMIT PREPARED G once. The orphan sweep (S3) rolls back a prepared G that no
+ * registration names only after inserting a tombstone for it; the marker sweep (S4) deletes
+ * G's marker only when every registered member is final. Names, states, the fault model and
+ * the properties are batch.pml's (one instance A with its recovery loop, kill -9 at any step,
+ * lost answers); what that model checks (id pool, quarantine, reuse) is left out here: every
+ * Kafka transaction is its own object, named by its ids, never reused.
+ *
+ *   MAXF     faults per run: kill -9 of A, A's lock session lost, a lost answer (PREPARE G,
+ *            ROLLBACK PREPARED G, the prepared write, EndTxn, COMMIT PREPARED G, a final write),
+ *            PREPARE G refused, a record that fails (the Kafka side fails before the prepared
+ *            write). Not counted: a member's statement failing (SQLFAIL) and the broker timing
+ *            a transaction out (any time).
+ *   SQLFAIL  mask of the members whose statements may fail (in G: excluded; alone: aborted);
+ *            default member 1
+ *
+ * Mutants (each must make SPIN report a violation):
+ *   M_SWEEP_NO_TOMBSTONE      S3 rolls back an unnamed G without inserting a tombstone first
+ *   M_MARKER_FIRST_FINAL      S4 deletes G's marker when the first registered member is final
+ *   M_PRODUCE_BEFORE_EXCLUDE  the records of every member are produced before the SQL phase
+ *                             result is known (S1 dropped: an excluded member's records ride)
+ *   M_RERUN_WITHOUT_ROLLBACK  after the Kafka side failed, the members re-run alone without
+ *                             waiting for ROLLBACK PREPARED G to answer
+ *   M_NOTFOUND_IS_GONE        after PREPARE G's answer was lost, ROLLBACK PREPARED G answering
+ *                             "does not exist" is taken as "G is gone" (finding S-F1)
+ *   M_WRITE_IGNORES_TOMBSTONE the prepared write inserts the registration "if absent" and goes
+ *                             on when a tombstone is already there
+ *   M_RETRY_WRITE             the leader retries a prepared write whose answer was lost; a
+ *                             refusal (its own first write landed) is followed as a refusal
+ * Variants that are not violations (documented, not in the script):
+ *   M_SWEEP_NO_INFLIGHT       S3 does not skip a G in flight (the tombstone alone keeps safety)
+ *   NO_ONECOPY                the one-copy property off (M_RERUN_WITHOUT_ROLLBACK then passes)
+ *
+ * Probes (each must be violated, showing the path is reachable):
+ *   PROBE_SHARED_COMMIT     two members committed through one G and one EndTxn (200 both)
+ *   PROBE_EXCLUDED_ALONE    an excluded member commits alone while the other commits through G
+ *   PROBE_SWEEP_TOMBSTONE   after a crash the sweep rolls back an unnamed G (tombstone path)
+ *   PROBE_GROUP_RECOVERY    after a crash recovery commits two members' rows on G
+ */
+
+#ifndef MAXF
+#define MAXF 2
+#endif
+#ifndef SQLFAIL
+#define SQLFAIL 2
+#endif
+
+#define NR   2
+#define NONE 9
+#define BIT(g) (1 << (g))
+#define LOW(m) (((m) & 1) -> 0 : 1)
+
+/* ---- the coordinator log (txlog): one row per request ---- */
+#define L_NONE       0
+#define L_ACTIVE     1
+#define L_PREPARED   2
+#define L_COMMITTING 3
+#define L_ABORTING   4
+#define L_COMMITTED  5
+#define L_ABORTED    6
+#define L_HMIXED     7
+#define NONFINAL(s)  ((s) >= L_ACTIVE && (s) <= L_ABORTING)
+#define FINAL(s)     ((s) >= L_COMMITTED)
+
+byte row[NR];
+bit  rowG[NR];            /* logged by the batch's prepared write: sql gid G, the batch's Kafka
+                             ids (else the row's own gid and, once prepared, its own ids) */
+byte epochA;              /* owner epoch of instance A (fencing) */
+
+/* ---- shared_gids(gid primary key, members) ---- */
+#define REG_NONE 0
+#define REG_MEMB 1        /* registration: G's member rows */
+#define REG_TOMB 2        /* tombstone: no members, G is rolled back */
+byte reg;
+byte regm;                /* members named by the registration (mask) */
+
+/* ---- PostgreSQL: the shared transaction G ---- */
+#define G_NONE   0
+#define G_OPEN   1        /* transaction open on the leader's connection, not prepared */
+#define G_PREP   2
+#define G_COMMIT 3
+#define G_ABORT  4
+byte gst;
+byte gpb;                 /* marker + PREPARE G: 0 not sent, 1 sent, 2 done, 3 answer lost (may land) */
+bit  ginc[NR];            /* the member's work is in G (its savepoint released) */
+bit  gmarker;             /* G's marker row: present iff G committed and not swept */
+bit  ginfl;               /* G in flight in A (the leader's batch, until it gives up or ends) */
+
+/* ---- PostgreSQL: each member's own gid (the unshared path) ---- */
+#define S_NONE   0
+#define S_PREP   1
+#define S_COMMIT 2
+#define S_ABORT  3
+byte sql[NR];
+bit  marker[NR];
+#define B_IDLE 0
+#define B_INFL 1
+#define B_DONE 2
+byte sb[NR];              /* the own-gid sqltxn.Run batch: sent, may still land */
+
+/* ---- Kafka: the batch's transaction, and each member's own (alone) transaction ---- */
+#define K_NONE   0
+#define K_OPEN   1
+#define K_COMMIT 2
+#define K_ABORT  3
+byte ks;
+bit  kin[NR];             /* the member's records are in the batch's transaction */
+byte ko[NR];
+
+#define R_OK      0
+#define R_ABORTED 1
+#define R_UNCLEAR 3
+
+/* ---- instance A ---- */
+bit  up;
+byte inc;
+bit  serving;
+byte heldA;
+byte lockA;               /* 0 free, 1 held by A */
+bit  inflight[NR];
+
+/* ---- the batcher (in memory) ---- */
+byte openb = NONE;        /* leader of the batch open for joining */
+byte bmem;                /* its members so far */
+bit  bopened;             /* one batch per run: a request arriving after it was sealed runs alone */
+bit  rerun[NR];           /* the leader tells a member to re-run alone */
+
+/* the batch's prepared write, sent, answer lost: it may land later (Net) */
+bit  pw;
+byte pwm;
+byte pwep;
+
+/* ---- answers ---- */
+#define A_NONE  0
+#define A_OK    1
+#define A_ABORT 2
+#define A_DOUBT 3
+byte ans[NR];
+
+byte nf;
+#define FAULT (nf < MAXF) -> nf++
+byte nkill;               /* ghost: kills so far */
+byte excl;                /* ghost: members excluded from G */
+byte rec;                 /* ghost: rows committed on G by recovery */
+
+/* ================================ properties ================================ */
+
+#define KS(g) (kin[g] && ks == K_COMMIT)           /* its records committed in the batch's txn */
+#define KO(g) (ko[g] == K_COMMIT)                  /* ... in its own txn */
+#define SG(g) (ginc[g] && gst == G_COMMIT)         /* its work committed in G */
+#define SO(g) (sql[g] == S_COMMIT)                 /* ... in its own gid */
+#define GLIVE(g) (ginc[g] && (gst == G_PREP || gst == G_COMMIT))
+#define OLIVE(g) (sql[g] == S_PREP || sql[g] == S_COMMIT)
+#define ANYC(g) (KS(g) || KO(g) || SG(g) || SO(g))
+
+/* atomicity, per carrier: records in the batch's transaction commit only with the member's
+ * work in G (prepared or committed), records in its own transaction only with its own gid;
+ * SQL committed only with its records committed */
+#define ATOM(g)   (!(KS(g) && !GLIVE(g)) && !(KO(g) && !OLIVE(g)) && !(SG(g) && !KS(g)) && !(SO(g) && !KO(g)))
+/* committed once: never on both paths */
+#define ONCE(g)   (!(KS(g) && KO(g)) && !(SG(g) && SO(g)))
+/* one copy: a member's work is never prepared (or committed) in G and in its own gid at once */
+#ifdef NO_ONECOPY
+#define ONECOPY(g) true
+#else
+#define ONECOPY(g) (!(GLIVE(g) && OLIVE(g)))
+#endif
+/* answers: 200 only when both sides committed, 409 never followed by a commit */
+#define ANSWERS(g) ((ans[g] != A_OK || (KS(g) && SG(g)) || (KO(g) && SO(g))) && (ans[g] != A_ABORT || !ANYC(g)))
+/* the log agrees: committed has the logged carrier committed on both sides, aborted nothing */
+#define LOGOK(g)  ((row[g] != L_COMMITTED || (rowG[g] -> (SG(g) && KS(g)) : (SO(g) && KO(g)))) && (row[g] != L_ABORTED || !ANYC(g)))
+/* no false heuristic: nobody resolves by hand in this model */
+#define NOHEUR(g) (row[g] != L_HMIXED)
+
+/* checked in every reachable state */
+active proctype Invariants() {
+end_inv:
+	do
+	:: atomic { !ATOM(0)    -> assert(ATOM(0)) }
+	:: atomic { !ATOM(1)    -> assert(ATOM(1)) }
+	:: atomic { !ONCE(0)    -> assert(ONCE(0)) }
+	:: atomic { !ONCE(1)    -> assert(ONCE(1)) }
+	:: atomic { !ONECOPY(0) -> assert(ONECOPY(0)) }
+	:: atomic { !ONECOPY(1) -> assert(ONECOPY(1)) }
+	:: atomic { !ANSWERS(0) -> assert(ANSWERS(0)) }
+	:: atomic { !ANSWERS(1) -> assert(ANSWERS(1)) }
+	:: atomic { !LOGOK(0)   -> assert(LOGOK(0)) }
+	:: atomic { !LOGOK(1)   -> assert(LOGOK(1)) }
+	:: atomic { !NOHEUR(0)  -> assert(NOHEUR(0)) }
+	:: atomic { !NOHEUR(1)  -> assert(NOHEUR(1)) }
+#ifdef PROBE_SHARED_COMMIT
+	:: atomic { (row[0] == L_COMMITTED && rowG[0] && ans[0] == A_OK && row[1] == L_COMMITTED && rowG[1] && ans[1] == A_OK) -> assert(false) }
+#endif
+#ifdef PROBE_EXCLUDED_ALONE
+	:: atomic { (row[0] == L_COMMITTED && rowG[0] && row[1] == L_COMMITTED && !rowG[1] && (excl & 2)) -> assert(false) }
+	:: atomic { (row[1] == L_COMMITTED && rowG[1] && row[0] == L_COMMITTED && !rowG[0] && (excl & 1)) -> assert(false) }
+#endif
+#ifdef PROBE_GROUP_RECOVERY
+	:: atomic { (rec == 3 && nkill > 0) -> assert(false) }
+#endif
+	od
+}
+
+/* ================================ helpers ================================ */
+
+/* COMMIT / ROLLBACK PREPARED G, idempotent: a G that is gone is resolved by its marker;
+ * found the other way: h (heuristic) */
+inline finishG(commit, h) {
+	if
+	:: gst == G_PREP && (commit) -> gst = G_COMMIT; gmarker = 1; h = 0
+	:: gst == G_PREP && !(commit) -> gst = G_ABORT; h = 0
+	:: else -> h = (gmarker != (commit))
+	fi
+}
+
+/* COMMIT / ROLLBACK PREPARED of a member's own gid */
+inline finishOwn(g, commit, h) {
+	if
+	:: sql[g] == S_PREP && (commit) -> sql[g] = S_COMMIT; marker[g] = 1; h = 0
+	:: sql[g] == S_PREP && !(commit) -> sql[g] = S_ABORT; h = 0
+	:: else -> h = (marker[g] != (commit))
+	fi
+}
+
+/* phase 2 on the row's logged gid */
+inline phase2(i, commit, h) {
+	if
+	:: rowG[i] -> finishG(commit, h)
+	:: else -> finishOwn(i, commit, h)
+	fi
+}
+
+/* EndTxn(commit) by the batch's ids (transaction version 2, no reuse: a retry of a completed
+ * commit succeeds, of an aborted transaction answers INVALID_TXN_STATE) */
+inline ks_commit(r) {
+	if
+	:: ks == K_OPEN -> ks = K_COMMIT; r = R_OK
+	:: ks == K_COMMIT -> r = R_OK
+	:: else -> r = R_ABORTED
+	fi
+}
+inline ko_commit(g, r) {
+	if
+	:: ko[g] == K_OPEN -> ko[g] = K_COMMIT; r = R_OK
+	:: ko[g] == K_COMMIT -> r = R_OK
+	:: else -> r = R_ABORTED
+	fi
+}
+
+#define LIVE (inc == myinc)
+#define FENCE_OK (epochA == myep)
+#define CAS(g, s) (row[g] == (s) && FENCE_OK)
+#define ALLACTIVE(m) ((((m) & 1) == 0 || row[0] == L_ACTIVE) && (((m) & 2) == 0 || row[1] == L_ACTIVE))
+#define ALLFINAL(m) ((((m) & 1) == 0 || FINAL(row[0])) && (((m) & 2) == 0 || FINAL(row[1])))
+#define ANYFINAL(m) ((((m) & 1) && FINAL(row[0])) || (((m) & 2) && FINAL(row[1])))
+#define ALLIN(m, s) ((((m) & 1) == 0 || row[0] == (s)) && (((m) & 2) == 0 || row[1] == (s)))
+
+/* B2 with the registration: one log transaction, fenced, all or nothing: every member row
+ * active -> prepared on G with the batch's Kafka ids, and INSERT INTO shared_gids (G, members);
+ * refused when a registration or a tombstone exists, a row moved on, or the epoch moved */
+#ifdef M_WRITE_IGNORES_TOMBSTONE
+#define WRITE_OK(m, ep) (ALLACTIVE(m) && epochA == (ep) && reg != REG_MEMB)
+#else
+#define WRITE_OK(m, ep) (ALLACTIVE(m) && epochA == (ep) && reg == REG_NONE)
+#endif
+inline log_prepared(m) {
+	if :: (m) & 1 -> row[0] = L_PREPARED; rowG[0] = 1 :: else fi;
+	if :: (m) & 2 -> row[1] = L_PREPARED; rowG[1] = 1 :: else fi;
+	if :: reg == REG_NONE -> reg = REG_MEMB; regm = m :: else fi
+}
+
+/* the leader is done with the members of m: answer a (unless A_NONE), no longer in flight */
+inline members_done(m, a) {
+	if :: (m) & 1 -> inflight[0] = 0; if :: a != A_NONE -> ans[0] = a :: else fi :: else fi;
+	if :: (m) & 2 -> inflight[1] = 0; if :: a != A_NONE -> ans[1] = a :: else fi :: else fi
+}
+
+/* ========================= request path (coord.Coordinator) ========================= */
+
+proctype Request(byte g) {
+	byte myinc, myep, m, gm, ex, i, left, r;
+	bit h;
+
+	atomic { serving -> myinc = inc; myep = heldA; inflight[g] = 1 }
+	/* txlog.Begin (fenced): active, with its own gid */
+	if
+	:: atomic { LIVE && CAS(g, L_NONE) -> row[g] = L_ACTIVE }
+	:: atomic { LIVE && !CAS(g, L_NONE) -> ans[g] = A_ABORT; inflight[g] = 0 }; goto done
+	fi;
+
+	/* join the open batch before any SQL, or open it and lead; after the (one) batch was
+	 * sealed, a request runs alone */
+	if
+	:: atomic { LIVE && openb != NONE -> bmem = bmem | BIT(g) }
+		/* a follower: the leader answers it, or tells it to re-run alone */
+		atomic { LIVE && rerun[g] }; goto alone
+	:: atomic { LIVE && openb == NONE && !bopened -> openb = g; bmem = BIT(g); bopened = 1 }
+	:: atomic { LIVE && openb == NONE && bopened }; goto alone
+	fi;
+
+	/* ---------------- leader ---------------- */
+	/* seal at any moment; BEGIN G; G is in flight from now on */
+	atomic { LIVE -> m = bmem; openb = NONE; bmem = 0; ginfl = 1; gst = G_OPEN }
+#ifdef M_PRODUCE_BEFORE_EXCLUDE
+	/* the mutant: every member's records produced before the SQL phase's result is known */
+	atomic { LIVE -> ks = K_OPEN; kin[0] = m & 1; kin[1] = (m >> 1) & 1 }
+#endif
+	/* each member's statements in a savepoint: SAVEPOINT; statements; RELEASE, or ROLLBACK TO
+	 * SAVEPOINT when they fail: that member is excluded and re-runs alone at once */
+	left = m;
+	do
+	:: left == 0 -> break
+	:: else ->
+		i = LOW(left);
+		if
+		:: atomic { LIVE -> ginc[i] = 1; left = left & ~BIT(i) }
+		:: atomic { LIVE && (SQLFAIL & BIT(i)) ->
+			ex = ex | BIT(i); excl = excl | BIT(i); left = left & ~BIT(i);
+			if :: i != g -> rerun[i] = 1 :: else fi }
+		fi
+	od;
+	gm = m & ~ex;
+	if
+	:: gm == 0 -> atomic { LIVE -> gst = G_ABORT; ginfl = 0 }; goto leaderDone   /* nobody left: ROLLBACK */
+	:: else
+	fi;
+
+	/* G's marker row, PREPARE TRANSACTION G (a fresh gid; no row names it) */
+	atomic { LIVE -> gpb = 1 }
+	if
+	:: atomic { gpb == 1 -> gpb = 2; gst = G_PREP }      /* lands (also after a kill) */
+		if
+		:: atomic { LIVE }
+		:: atomic { LIVE && FAULT }; goto prepLost        /* answer lost */
+		fi
+	:: atomic { LIVE && gpb == 1 && FAULT -> gpb = 2; gst = G_ABORT }; goto rerunAll  /* PREPARE refused: G gone */
+	:: atomic { LIVE && gpb == 1 && FAULT -> gpb = 3 }; goto prepLost   /* answer lost; it may still land */
+	fi;
+
+	/* S1: only now, with G prepared, the records of the members in G, in one Kafka transaction */
+#ifndef M_PRODUCE_BEFORE_EXCLUDE
+	atomic { LIVE -> ks = K_OPEN; kin[0] = gm & 1; kin[1] = (gm >> 1) & 1 }
+#endif
+	/* flush, check every record */
+	if
+	:: atomic { LIVE && ks == K_OPEN }
+	:: atomic { LIVE && ks != K_OPEN }; goto kafkaFailed       /* the broker timed it out */
+	:: atomic { LIVE && FAULT }; goto kafkaFailed              /* a record failed */
+	fi;
+
+	/* the prepared write with G's registration */
+	if
+	:: atomic { WRITE_OK(gm, myep) -> log_prepared(gm) }       /* lands (also after a kill) */
+		if
+		:: atomic { LIVE }
+		:: atomic { LIVE && FAULT }; goto writeLost            /* landed, answer lost */
+		fi
+	:: atomic { LIVE && !WRITE_OK(gm, myep) }; goto refused
+	:: atomic { LIVE && FAULT -> pw = 1; pwm = gm; pwep = myep }
+#ifdef M_RETRY_WRITE
+		/* the mutant: the leader sends the write again; the first may land before it */
+		if
+		:: atomic { pw -> pw = 0; if :: WRITE_OK(gm, myep) -> log_prepared(gm) :: else fi }
+		:: skip
+		fi;
+		if
+		:: atomic { LIVE && WRITE_OK(gm, myep) -> log_prepared(gm) }
+		:: atomic { LIVE && !WRITE_OK(gm, myep) }; goto refused
+		fi
+#else
+		goto writeLost                                         /* no answer; may land later */
+#endif
+	fi;
+
+	/* decide: one EndTxn(commit) for the batch */
+	if
+	:: atomic { ks_commit(r) }                                 /* lands (also after a kill) */
+		if
+		:: atomic { LIVE }
+		:: atomic { LIVE && FAULT }; goto indoubtPrepared      /* answer lost */
+		fi
+	:: atomic { LIVE && FAULT }; goto indoubtPrepared          /* no answer */
+	fi;
+
+	if
+	:: r == R_OK ->
+		/* phase 2: COMMIT PREPARED G once */
+		if
+		:: atomic { LIVE -> finishG(1, h) }
+			if
+			:: atomic { LIVE }
+			:: atomic { LIVE && FAULT }; goto p2lost
+			fi
+		:: atomic { LIVE && FAULT }; goto p2lost               /* failed */
+		fi;
+		/* then the members logged committed, each its own compare-and-set */
+		left = gm;
+		do
+		:: left == 0 -> break
+		:: else ->
+			i = LOW(left);
+			if
+			:: atomic { LIVE && CAS(i, L_PREPARED) ->
+				if
+				:: h -> row[i] = L_HMIXED; ans[i] = A_DOUBT
+				:: else -> row[i] = L_COMMITTED; ans[i] = A_OK
+				fi }
+			:: atomic { LIVE && !CAS(i, L_PREPARED) -> ans[i] = A_DOUBT }
+			:: atomic { LIVE && FAULT ->                       /* the write's answer lost */
+				if :: CAS(i, L_PREPARED) && !h -> row[i] = L_COMMITTED :: true fi;
+				ans[i] = A_DOUBT }
+			fi;
+			atomic { LIVE -> left = left & ~BIT(i) }
+		od;
+		atomic { LIVE -> members_done(gm, A_NONE); ginfl = 0 }
+		goto leaderDone
+	:: else ->
+		/* Kafka confirmed an abort (the broker timed the batch out): ROLLBACK PREPARED G,
+		 * members logged aborted */
+		atomic { LIVE -> finishG(0, h) }
+		left = gm;
+		do
+		:: left == 0 -> break
+		:: else ->
+			i = LOW(left);
+			atomic { LIVE ->
+				if
+				:: CAS(i, L_PREPARED) && h -> row[i] = L_HMIXED; ans[i] = A_DOUBT
+				:: CAS(i, L_PREPARED) && !h -> row[i] = L_ABORTED; ans[i] = A_ABORT
+				:: else -> ans[i] = A_DOUBT
+				fi;
+				left = left & ~BIT(i) }
+		od;
+		atomic { LIVE -> members_done(gm, A_NONE); ginfl = 0 }
+		goto leaderDone
+	fi;
+
+p2lost:
+	/* COMMIT PREPARED G failed or its answer was lost: the members logged committing, 202;
+	 * recovery finishes them on G */
+	left = gm;
+	do
+	:: left == 0 -> break
+	:: else ->
+		i = LOW(left);
+		atomic { LIVE ->
+			if :: CAS(i, L_PREPARED) -> row[i] = L_COMMITTING :: else fi;
+			ans[i] = A_DOUBT; left = left & ~BIT(i) }
+	od;
+	atomic { LIVE -> members_done(gm, A_NONE); ginfl = 0 }
+	goto leaderDone;
+
+prepLost:
+	/* PREPARE G's answer lost, G may be prepared: ROLLBACK PREPARED G. Only a rollback of a
+	 * prepared G proves it gone: "does not exist" may mean that the PREPARE is still on its
+	 * way (PostgreSQL ignores a gid not yet valid) */
+	if
+	:: atomic { LIVE && gst == G_PREP -> gst = G_ABORT }; goto rerunAll
+	:: atomic { LIVE && gst != G_PREP }
+#ifdef M_NOTFOUND_IS_GONE
+		goto rerunAll
+#endif
+	:: atomic { LIVE && FAULT -> if :: gst == G_PREP -> gst = G_ABORT :: true fi }   /* no answer */
+	fi;
+	goto abort409;
+
+kafkaFailed:
+	/* before the prepared write: abort the Kafka transaction, ROLLBACK PREPARED G */
+	if
+	:: atomic { LIVE -> if :: ks == K_OPEN -> ks = K_ABORT :: else fi }
+	:: atomic { LIVE && FAULT }                                /* EndTxn(abort) lost: the broker's timeout */
+	fi;
+#ifdef M_RERUN_WITHOUT_ROLLBACK
+	/* the mutant: ROLLBACK PREPARED G sent, not waited for; it lands later, or never */
+	atomic { LIVE -> gpb = 3 }
+	goto rerunAll;
+#endif
+	if
+	:: atomic { LIVE -> if :: gst == G_PREP -> gst = G_ABORT :: else fi }; goto rerunAll   /* answered */
+	:: atomic { LIVE && FAULT -> if :: gst == G_PREP -> gst = G_ABORT :: true fi }; goto abort409  /* no answer */
+	fi;
+
+refused:
+	/* nothing changed: abort Kafka, roll back G; each member answers from its row (a
+	 * resolver's claim) or 202 */
+	if
+	:: atomic { LIVE -> if :: ks == K_OPEN -> ks = K_ABORT :: else fi }
+	:: atomic { LIVE && FAULT }
+	fi;
+	atomic { LIVE -> finishG(0, h); h = 0 }
+	atomic { LIVE ->
+		if :: gm & 1 -> ans[0] = (row[0] == L_ABORTED -> A_ABORT : A_DOUBT) :: else fi;
+		if :: gm & 2 -> ans[1] = (row[1] == L_ABORTED -> A_ABORT : A_DOUBT) :: else fi;
+		members_done(gm, A_NONE); ginfl = 0 }
+	goto leaderDone;
+
+writeLost:
+	/* every member in doubt (202); the batch is no longer in flight; the write may land later */
+	atomic { LIVE -> members_done(gm, A_DOUBT); ginfl = 0 }
+	goto leaderDone;
+
+indoubtPrepared:
+	atomic { LIVE -> members_done(gm, A_DOUBT); ginfl = 0 }
+	goto leaderDone;
+
+abort409:
+	/* G not certainly gone: answered aborted without re-running; G, unnamed, is the sweep's */
+	left = gm;
+	do
+	:: left == 0 -> break
+	:: else ->
+		i = LOW(left);
+		atomic { LIVE ->
+			if
+			:: CAS(i, L_ACTIVE) -> row[i] = L_ABORTED; ans[i] = A_ABORT
+			:: else -> ans[i] = A_DOUBT
+			fi;
+			left = left & ~BIT(i) }
+	od;
+	atomic { LIVE -> members_done(gm, A_NONE); ginfl = 0 }
+	goto leaderDone;
+
+rerunAll:
+	/* G certainly gone: every member of G re-runs alone from the start (rows still active) */
+	atomic { LIVE ->
+		if :: gm & 1 && g != 0 -> rerun[0] = 1 :: else fi;
+		if :: gm & 2 && g != 1 -> rerun[1] = 1 :: else fi;
+		if :: gm & BIT(g) -> ex = ex | BIT(g) :: else fi;
+		ginfl = 0 }
+
+leaderDone:
+	if
+	:: ex & BIT(g) -> goto alone
+	:: else -> goto done
+	fi;
+
+	/* ---------------- the unshared path, alone: its own gid, its own Kafka transaction ---- */
+alone:
+	atomic { LIVE -> m = 0; gm = 0; ex = 0; left = 0; i = 0; r = 0; h = 0; sb[g] = B_INFL }
+	/* sqltxn.Run: BEGIN, statements, marker, PREPARE of its own gid, in one batch */
+	if
+	:: atomic { sb[g] == B_INFL -> sb[g] = B_DONE; sql[g] = S_PREP }   /* lands (also after a kill) */
+		atomic { LIVE }
+	:: atomic { LIVE && sb[g] == B_INFL && (SQLFAIL & BIT(g)) -> sb[g] = B_DONE }; goto solo
+	fi;
+	/* its own Kafka transaction */
+	atomic { LIVE -> ko[g] = K_OPEN }
+	if
+	:: atomic { LIVE && ko[g] == K_OPEN }
+	:: atomic { LIVE && ko[g] != K_OPEN }; goto solo           /* timed out */
+	fi;
+	/* prepared (fenced CAS) */
+	if
+	:: atomic { LIVE && CAS(g, L_ACTIVE) -> row[g] = L_PREPARED }
+	:: atomic { LIVE && !CAS(g, L_ACTIVE) -> ans[g] = A_DOUBT; inflight[g] = 0 }; goto done
+	fi;
+	if
+	:: atomic { ko_commit(g, r) }                              /* lands (also after a kill) */
+		if
+		:: atomic { LIVE }
+		:: atomic { LIVE && FAULT -> ans[g] = A_DOUBT; inflight[g] = 0 }; goto done
+		fi
+	:: atomic { LIVE && FAULT -> ans[g] = A_DOUBT; inflight[g] = 0 }; goto done
+	fi;
+	atomic { LIVE -> finishOwn(g, r == R_OK, h) }
+	atomic { LIVE ->
+		if
+		:: CAS(g, L_PREPARED) && h -> row[g] = L_HMIXED; ans[g] = A_DOUBT
+		:: CAS(g, L_PREPARED) && !h && r == R_OK -> row[g] = L_COMMITTED; ans[g] = A_OK
+		:: CAS(g, L_PREPARED) && !h && r != R_OK -> row[g] = L_ABORTED; ans[g] = A_ABORT
+		:: else -> ans[g] = A_DOUBT
+		fi;
+		inflight[g] = 0 }
+	goto done;
+
+solo:
+	/* its SQL failed (or Kafka timed out): abort alone */
+	atomic { LIVE -> if :: ko[g] == K_OPEN -> ko[g] = K_ABORT :: else fi; finishOwn(g, 0, h) }
+	atomic { LIVE ->
+		if
+		:: CAS(g, L_ACTIVE) -> row[g] = L_ABORTED; ans[g] = A_ABORT
+		:: else -> ans[g] = A_DOUBT
+		fi;
+		inflight[g] = 0 }
+done:
+	atomic { myinc = 0; myep = 0; m = 0; gm = 0; ex = 0; i = 0; left = 0; r = 0; h = 0 }
+}
+
+/* ============================== recovery (recovery.Loop) ============================== */
+
+/* resolve: re-read the row; an active row is claimed and presumed aborted on its OWN gid (G is
+ * named by no active row); prepared rows of the batch are decided together by the batch's
+ * Kafka ids, then phase 2 on their logged gid G (idempotent via G's marker) */
+inline resolve(g) {
+	atomic {
+		s = row[g]; gm = 0;
+		if
+		:: inflight[g] || !NONFINAL(s) -> s = L_NONE
+		:: s == L_PREPARED && rowG[g] ->
+			if :: row[0] == L_PREPARED && rowG[0] && !inflight[0] -> gm = gm | 1 :: else fi;
+			if :: row[1] == L_PREPARED && rowG[1] && !inflight[1] -> gm = gm | 2 :: else fi
+		:: else -> gm = BIT(g)
+		fi
+	}
+	if
+	:: s == L_ACTIVE || s == L_ABORTING ->
+		if
+		:: s == L_ACTIVE ->
+			atomic { if :: row[g] == L_ACTIVE -> row[g] = L_ABORTING; s = L_ABORTING
+			         :: else -> s = L_NONE fi }
+		:: else
+		fi;
+		if
+		:: s == L_ABORTING ->
+			atomic { finishOwn(g, 0, h) }
+			atomic { if :: row[g] == L_ABORTING -> row[g] = (h -> L_HMIXED : L_ABORTED) :: else fi }
+		:: else
+		fi
+	:: s == L_PREPARED ->
+		if
+		:: atomic { rowG[g] -> ks_commit(r) }
+		:: atomic { !rowG[g] -> ko_commit(g, r) }
+		:: atomic { FAULT -> r = R_UNCLEAR }
+		fi;
+		left = gm;
+		do
+		:: left == 0 -> break
+		:: else ->
+			i = LOW(left);
+			if
+			:: r != R_UNCLEAR ->
+				atomic { phase2(i, r == R_OK, h) }
+				atomic { if :: row[i] == L_PREPARED ->
+					row[i] = (h -> L_HMIXED : (r == R_OK -> L_COMMITTED : L_ABORTED));
+					if :: r == R_OK && !h && rowG[i] -> rec = rec | BIT(i) :: else fi
+				         :: else fi }
+			:: else
+			fi;
+			atomic { left = left & ~BIT(i); h = 0 }
+		od
+	:: s == L_COMMITTING ->
+		atomic { phase2(g, 1, h) }
+		atomic { if :: row[g] == L_COMMITTING ->
+			row[g] = (h -> L_HMIXED : L_COMMITTED);
+			if :: !h && rowG[g] -> rec = rec | BIT(g) :: else fi
+		         :: else fi }
+	:: else
+	fi;
+	atomic { s = 0; r = 0; h = 0; gm = 0; left = 0; i = 0 }
+}
+
+inline resolveDue() {
+	g = 0;
+	do
+	:: atomic {
+		do
+		:: g < NR && !(NONFINAL(row[g]) && !inflight[g]) -> g++
+		:: else -> break
+		od;
+		if
+		:: g >= NR -> g = 0; break
+		:: else
+		fi }
+		resolve(g); g++
+	od
+}
+
+/* S3, the orphan sweep for G: claim before act */
+inline sweepG() {
+	if
+	:: atomic { gst == G_PREP
+#ifndef M_SWEEP_NO_INFLIGHT
+	            && !ginfl
+#endif
+	            -> skip }                          /* listed prepared, not in flight here, old enough */
+#ifdef M_SWEEP_NO_TOMBSTONE
+		atomic { s = (reg == REG_MEMB -> REG_MEMB : REG_TOMB) }
+#else
+		/* INSERT a tombstone for G unless a registration is there, then read what is there */
+		atomic { if :: reg == REG_NONE -> reg = REG_TOMB :: else fi; s = reg }
+#endif
+		if
+		:: s == REG_TOMB ->
+#ifdef PROBE_SWEEP_TOMBSTONE
+			assert(!(gst == G_PREP && nkill > 0));
+#endif
+			atomic { finishG(0, h); h = 0 }          /* ROLLBACK PREPARED G */
+		:: s == REG_MEMB ->
+			/* follow the members' logged final state */
+			atomic {
+				if
+				:: ALLIN(regm, L_COMMITTED) -> s = 1
+				:: ALLIN(regm, L_ABORTED) -> s = 2
+				:: else -> s = 0
+				fi }
+			if
+			:: s == 1 -> atomic { finishG(1, h); h = 0 }
+			:: s == 2 -> atomic { finishG(0, h); h = 0 }
+			:: else
+			fi
+		fi;
+		s = 0
+	:: else
+	fi
+}
+
+/* S4: G's marker deleted only when every member its registration names is final; own
+ * markers of final rows deleted */
+inline sweepMarkers() {
+	atomic {
+#ifdef M_MARKER_FIRST_FINAL
+		if :: gmarker && reg == REG_MEMB && ANYFINAL(regm) -> gmarker = 0 :: else fi;
+#else
+		if :: gmarker && reg == REG_MEMB && ALLFINAL(regm) -> gmarker = 0 :: else fi;
+#endif
+		if :: marker[0] && FINAL(row[0]) -> marker[0] = 0 :: else fi;
+		if :: marker[1] && FINAL(row[1]) -> marker[1] = 0 :: else fi
+	}
+}
+
+/* orphans of own gids: a prepared own gid not in flight follows its row (committed on its own
+ * gid: commit; aborted or named by nobody: roll back) */
+inline orphans() {
+	atomic {
+		g = 0;
+		do
+		:: g < NR ->
+			if
+			:: sql[g] == S_PREP && !inflight[g] && row[g] == L_COMMITTED && !rowG[g] -> finishOwn(g, 1, h)
+			:: sql[g] == S_PREP && !inflight[g] && (row[g] == L_ABORTED || (FINAL(row[g]) && rowG[g])) -> finishOwn(g, 0, h)
+			:: else
+			fi;
+			g++
+		:: else -> break
+		od;
+		g = 0; h = 0
+	}
+}
+
+proctype RecoveryA() {
+	byte myinc, g, s, r, gm, left, i;
+	bit h;
+restart:
+	atomic { !up && lockA == 0 -> lockA = 1; epochA++; heldA = epochA; up = 1; myinc = inc }
+	{
+		resolveDue();
+		orphans();
+		atomic { serving = 1 }
+end_loop:
+		do
+		:: lockA != 1 ->
+			serving = 0;
+			atomic { lockA == 0 -> lockA = 1; epochA++; heldA = epochA; serving = 1 }
+		:: resolveDue(); sweepG(); orphans(); sweepMarkers()
+		od
+	} unless { inc != myinc };
+	goto restart
+}
+
+/* the broker times open transactions out; messages sent whose answer was lost land later */
+proctype Net() {
+end_net:
+	do
+	:: atomic { ks == K_OPEN -> ks = K_ABORT }
+	:: atomic { ko[0] == K_OPEN -> ko[0] = K_ABORT }
+	:: atomic { ko[1] == K_OPEN -> ko[1] = K_ABORT }
+#ifdef M_RERUN_WITHOUT_ROLLBACK
+	:: atomic { gpb == 3 && gst == G_PREP -> gpb = 2; gst = G_ABORT }   /* the rollback lands */
+#endif
+	:: atomic { gpb == 3 && gst == G_OPEN -> gpb = 2; gst = G_PREP }    /* PREPARE G lands late */
+	:: atomic { pw && WRITE_OK(pwm, pwep) -> pw = 0; log_prepared(pwm) } /* the prepared write lands late */
+	od
+}
+
+proctype Faults() {
+end_faults:
+	do
+	:: atomic { up && FAULT ->
+		up = 0; serving = 0; inc++; nkill++;
+		if :: lockA == 1 -> lockA = 0 :: else fi;
+		inflight[0] = 0; inflight[1] = 0; ginfl = 0;
+		openb = NONE; bmem = 0;
+		/* the leader's connection is gone: an open G whose PREPARE was not sent is rolled back */
+		if :: gst == G_OPEN && gpb == 0 -> gst = G_ABORT :: else fi }
+	:: atomic { lockA == 1 && FAULT -> lockA = 0 }
+	od
+}
+
+init {
+	atomic {
+		run RecoveryA();
+		run Request(0);
+		run Request(1);
+		run Net();
+		run Faults()
+	}
+}

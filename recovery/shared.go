@@ -1,0 +1,191 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/sqltxn"
+)
+
+// Shared PostgreSQL transactions of batches (coord/sharedsql.go): one gid holds several
+// requests' work, and the log names it only from the batch's prepared write on, which
+// registers it with its members.
+
+// sharedOrphans applies S3 to the shared transactions among a database's prepared gids and
+// removes them from prepared (the rest are the plain orphan rules'):
+//
+//   - in flight in this process, or younger than orphanMinAge: left alone (the batch may still
+//     be on its way to its prepared write);
+//   - registered with members: it follows them, committed when every member is committed,
+//     rolled back when every member is aborted; otherwise the members' resolution finishes it;
+//   - not registered: a tombstone is written first, which refuses a late prepared write of its
+//     batch, and only then is it rolled back (claim before act). When the tombstone finds a
+//     registration instead, the members decide.
+func (l *Loop) sharedOrphans(ctx context.Context, db string, prepared map[string]time.Duration, st *Stats) error {
+	var gids []string
+	for g := range prepared {
+		if coord.IsSharedGID(l.cfg.GIDPrefix, g) {
+			gids = append(gids, g)
+		}
+	}
+	if len(gids) == 0 {
+		return nil
+	}
+	regs, err := l.log.SharedGIDs(ctx, gids)
+	if err != nil {
+		return err
+	}
+	var errs error
+	for _, g := range gids {
+		age := prepared[g]
+		delete(prepared, g)
+		if l.coord.InFlight(globalGID(g)) || age < l.orphanAge {
+			continue
+		}
+		reg, ok := regs[g]
+		if !ok {
+			if reg, err = l.log.TombstoneShared(ctx, g); err != nil {
+				errs = errors.Join(errs, err)
+				continue
+			}
+		}
+		commit, decided, err := l.sharedDecision(ctx, reg.Members)
+		if err != nil || !decided {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		if commit {
+			err = l.sql.CommitPrepared(ctx, db, g)
+		} else {
+			l.cfg.Logger.Warn("rolling back a shared prepared transaction", "database", db, "gid", g,
+				"members", len(reg.Members))
+			if err = l.sql.RollbackPrepared(ctx, db, g); err == nil && len(reg.Members) == 0 {
+				st.Orphans++
+			}
+		}
+		if err != nil {
+			errs = errors.Join(errs, fmt.Errorf("shared transaction %s on %s: %w", g, db, err))
+		}
+	}
+	return errs
+}
+
+// sharedDecision is how a shared transaction with these members ends, once known: no members
+// (a tombstone): rolled back; every member committed: committed; every member aborted: rolled
+// back. Anything else is left to the members' own resolution (decided=false).
+func (l *Loop) sharedDecision(ctx context.Context, members []string) (commit, decided bool, err error) {
+	if len(members) == 0 {
+		return false, true, nil
+	}
+	states, err := l.log.States(ctx, members)
+	if err != nil {
+		return false, false, err
+	}
+	committed, aborted := 0, 0
+	for _, m := range members {
+		switch states[m] {
+		case coord.StateCommitted:
+			committed++
+		case coord.StateAborted:
+			aborted++
+		}
+	}
+	switch len(members) {
+	case committed:
+		return true, true, nil
+	case aborted:
+		return false, true, nil
+	}
+	return false, false, nil
+}
+
+// sharedMarkers applies S4 to the shared transactions among a database's old markers and removes
+// them from gids: a shared transaction's marker is deleted only when every member its
+// registration names is committed or aborted (until then a member's idempotent COMMIT PREPARED
+// may still need it to learn that the gid committed), and its registration goes with it. A marker
+// whose registration is gone is deleted too: the registration went only once every member was
+// final.
+func (l *Loop) sharedMarkers(ctx context.Context, gids []string) (del, rest []string, err error) {
+	var shared []string
+	for _, g := range gids {
+		if coord.IsSharedGID(l.cfg.GIDPrefix, g) {
+			shared = append(shared, g)
+		} else {
+			rest = append(rest, g)
+		}
+	}
+	if len(shared) == 0 {
+		return nil, rest, nil
+	}
+	regs, err := l.log.SharedGIDs(ctx, shared)
+	if err != nil {
+		return nil, rest, err
+	}
+	for _, g := range shared {
+		reg, ok := regs[g]
+		if !ok {
+			del = append(del, g)
+			continue
+		}
+		if commit, decided, err := l.sharedDecision(ctx, reg.Members); err == nil && decided && commit {
+			del = append(del, g)
+		}
+	}
+	return del, rest, nil
+}
+
+// sharedInDoubt places the shared prepared transactions in the in-doubt view: one that names
+// members listed there is shown with each of them (its work is theirs); one whose members are
+// all final is a leftover the sweep finishes their way; one no registration names (or a
+// tombstone) is an orphan the sweep rolls back, once it is neither in flight here nor young
+// (S3). Others belong to members in flight or still young in another instance.
+func (l *Loop) sharedInDoubt(ctx context.Context, now time.Time, prepared []sqltxn.PreparedXact, byGID map[string]*InDoubtEntry) ([]*InDoubtEntry, error) {
+	if len(prepared) == 0 {
+		return nil, nil
+	}
+	gids := make([]string, len(prepared))
+	for i, p := range prepared {
+		gids[i] = p.GID
+	}
+	regs, err := l.log.SharedGIDs(ctx, gids)
+	if err != nil {
+		return nil, err
+	}
+	var out []*InDoubtEntry
+	for _, p := range prepared {
+		global := globalGID(p.GID)
+		reg := regs[p.GID]
+		listed := false
+		for _, m := range reg.Members {
+			if e := byGID[m]; e != nil {
+				e.addPostgres(p)
+				listed = true
+			}
+		}
+		if listed {
+			continue
+		}
+		e := &InDoubtEntry{ID: global, GID: global, Key: global, Issue: IssueOrphan, Since: p.PreparedAt}
+		if len(reg.Members) > 0 {
+			commit, decided, err := l.sharedDecision(ctx, reg.Members)
+			if err != nil {
+				return nil, err
+			}
+			if !decided {
+				continue // its members are in flight, young elsewhere, or moved on meanwhile
+			}
+			e.Issue, e.State = IssueLeftover, coord.StateAborted
+			if commit {
+				e.State = coord.StateCommitted
+			}
+		} else if l.coord.InFlight(global) || now.Sub(p.PreparedAt) < l.orphanAge {
+			continue // its batch may still be on its way to its prepared write
+		}
+		e.addPostgres(p)
+		out = append(out, e)
+	}
+	return out, nil
+}

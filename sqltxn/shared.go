@@ -1,0 +1,204 @@
+package sqltxn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// memberSavepoint is the savepoint around one request's statements in a shared transaction.
+const memberSavepoint = "kpgtx_member"
+
+// RunShared executes several requests' statements on one database as one transaction with one
+// marker row and one PREPARE TRANSACTION gid (docs/batching.md section 12). Each request runs
+// inside a savepoint; after its statements the session's settings are reset (RESET ALL) and
+// the enter statement marks the transaction and sets the statement role again, so that nothing
+// a request's SET LOCAL or set_config changed reaches the next request's statements. Every
+// client statement is followed by its guard, as in Run.
+//
+// Everything is pipelined in one round trip. When a request's statement fails, PostgreSQL
+// skips the rest of the round trip: the transaction is rolled back to that request's savepoint
+// (removing all of its work, and nothing else), the request is reported excluded, and the
+// requests after it are sent again in the next round trip. A guard that finds the connection
+// outside the transaction is a confinement breach: what the requests before it did may be
+// committed (each is reported with coord.ErrConfinementBreach), the requests after it never
+// ran, and the connection is discarded. Any failure of the transaction itself (its marker, its
+// PREPARE, the connection) is SharedRun.Err, and the session is rolled back as in Run.
+func (d *Databases) RunShared(ctx context.Context, database string, members [][]coord.Statement, gid string, afterWork func()) coord.SharedRun {
+	out := coord.SharedRun{Results: make([][]coord.SQLResult, len(members)), Excluded: make([]error, len(members))}
+	db, err := d.db(database)
+	if err != nil {
+		out.Err = classify(database, err)
+		return out
+	}
+	for i, stmts := range members {
+		if len(stmts) == 0 {
+			out.Err = classify(database, fmt.Errorf("member %d: %w", i, errEmpty))
+			return out
+		}
+	}
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		out.Err = classify(database, fmt.Errorf("acquire connection: %w", err))
+		return out
+	}
+	discard, resetDone := false, false
+	defer func() { d.reset(ctx, conn, database, discard, resetDone) }()
+
+	s := &sharedRound{d: d, db: db, database: database, members: members, gid: gid, out: &out}
+	for first := true; ; first = false {
+		br := conn.SendBatch(ctx, s.batch(first))
+		failed, err := s.read(br, first, afterWork)
+		switch {
+		case err == nil:
+			_, rerr := br.Exec() // DISCARD ALL: the outcome is known whatever it answers
+			rerr = errors.Join(rerr, br.Close())
+			resetDone, discard = rerr == nil, rerr != nil
+			if rerr != nil {
+				d.logger.Warn("could not reset a connection; closing it", "database", database, "error", rerr)
+			}
+			return out
+		case failed >= 0 && !errors.Is(err, coord.ErrConfinementBreach):
+			// One request's statement failed: undo it alone and go on with the rest.
+			_ = br.Close()
+			out.Excluded[failed] = classify(database, err)
+			_, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK TO SAVEPOINT "+memberSavepoint+
+				"; RELEASE SAVEPOINT "+memberSavepoint, pgx.QueryExecModeSimpleProtocol)
+			if rerr == nil {
+				s.next = failed + 1
+				continue
+			}
+			err = fmt.Errorf("roll back to the savepoint of member %d: %w", failed, rerr)
+		default:
+			_ = br.Close()
+		}
+		if errors.Is(err, coord.ErrConfinementBreach) {
+			discard = true
+			d.logger.Error("a client statement left the coordinator's shared transaction; connection discarded",
+				"database", database, "gid", gid, "error", err)
+		}
+		discard = d.endFailed(ctx, conn, db, database) || discard
+		out.Err = classify(database, err)
+		return out
+	}
+}
+
+// sharedRound builds and reads one round trip of RunShared, from member next on.
+type sharedRound struct {
+	d        *Databases
+	db       *database
+	database string
+	members  [][]coord.Statement
+	gid      string
+	next     int
+	out      *coord.SharedRun
+}
+
+func (s *sharedRound) enter(b *pgx.Batch) {
+	if s.d.role != "" {
+		b.Queue(enterSQL+", pg_catalog.set_config('role', $1, true)", s.d.role)
+	} else {
+		b.Queue(enterSQL)
+	}
+}
+
+func (s *sharedRound) batch(first bool) *pgx.Batch {
+	b := &pgx.Batch{}
+	if first {
+		b.Queue("BEGIN")
+		s.enter(b)
+	}
+	role := s.d.role != ""
+	for _, stmts := range s.members[s.next:] {
+		b.Queue("SAVEPOINT " + memberSavepoint)
+		for _, st := range stmts {
+			b.Queue(st.Statement, args(st.Args)...)
+			if role {
+				b.Queue(guardSQL(true), s.d.role)
+			} else {
+				b.Queue(guardSQL(false))
+			}
+		}
+		b.Queue("RESET ALL")
+		s.enter(b)
+		b.Queue("RELEASE SAVEPOINT " + memberSavepoint)
+	}
+	if role {
+		// The marker row is the coordinator's: back to the session's own role for it.
+		b.Queue("SELECT pg_catalog.set_config('role', 'none', true)")
+	}
+	b.Queue("INSERT INTO "+s.db.markers+" (gid) VALUES ($1)", s.gid)
+	b.Queue("PREPARE TRANSACTION " + quoteGID(s.gid))
+	b.Queue("DISCARD ALL") // skipped by the server when anything before it failed
+	return b
+}
+
+// read reads one round trip's answers up to PREPARE's. failed is the member whose statement
+// (or savepoint step) failed, or -1 when the error is the transaction's own.
+func (s *sharedRound) read(br pgx.BatchResults, first bool, afterWork func()) (failed int, err error) {
+	if first {
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return -1, fmt.Errorf("begin: %w", err)
+			}
+		}
+	}
+	role := s.d.role != ""
+	for i := s.next; i < len(s.members); i++ {
+		if _, err := br.Exec(); err != nil {
+			return -1, fmt.Errorf("savepoint of member %d: %w", i, err)
+		}
+		stmts := s.members[i]
+		res := make([]coord.SQLResult, len(stmts))
+		for j := range stmts {
+			r, tag, err := readOne(br, s.database)
+			if err != nil {
+				return i, fmt.Errorf("statement %d: %w", j, err)
+			}
+			res[j] = r
+			if _, err := br.Exec(); err != nil {
+				if isGuardFailure(err) {
+					return i, s.breach(i, guardError(j, tag, err))
+				}
+				return i, fmt.Errorf("after statement %d: %w", j, err)
+			}
+		}
+		for range 3 { // RESET ALL, enter, RELEASE
+			if _, err := br.Exec(); err != nil {
+				return i, fmt.Errorf("end of member %d: %w", i, err)
+			}
+		}
+		s.out.Results[i] = res
+	}
+	if afterWork != nil {
+		afterWork()
+	}
+	if role {
+		if _, err := br.Exec(); err != nil {
+			return -1, fmt.Errorf("leave the statement role: %w", err)
+		}
+	}
+	if _, err := br.Exec(); err != nil {
+		return -1, fmt.Errorf("marker row: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return -1, err
+	}
+	return -1, nil
+}
+
+// breach records a confinement breach by member i: every member whose work was in the
+// transaction when it was ended shares the breach; the later ones never ran.
+func (s *sharedRound) breach(i int, err error) error {
+	for j := 0; j <= i; j++ {
+		if s.out.Excluded[j] == nil {
+			s.out.Results[j] = nil
+			s.out.Excluded[j] = fmt.Errorf("member %d of a shared transaction: %w", i, err)
+		}
+	}
+	return err
+}

@@ -1,0 +1,91 @@
+package txlog
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// Shared PostgreSQL transactions (coord/sharedsql.go, docs/batching.md section 12): the
+// registrations the prepared write of a batch makes, and the tombstones of the orphan sweep.
+
+// registerShared registers shared transactions with their members inside the prepared write's
+// transaction; one already registered or tombstoned refuses the write (ErrStateChanged, which
+// rolls it back).
+func registerShared(ctx context.Context, tx pgx.Tx, shared []coord.SharedGID) error {
+	for _, g := range shared {
+		if len(g.Members) == 0 {
+			return fmt.Errorf("txlog: shared transaction %s without members", g.GID)
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO coordinator_shared_gids (gid, members) VALUES ($1, $2)
+ON CONFLICT (gid) DO NOTHING`, g.GID, g.Members)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("txlog: shared transaction %s is registered or tombstoned already: %w", g.GID, ErrStateChanged)
+		}
+	}
+	return nil
+}
+
+// Shared is a shared transaction's registration: its members (none: a tombstone) and when it
+// was written.
+type Shared struct {
+	Members   []string
+	CreatedAt time.Time
+}
+
+// SharedGIDs returns the registration of each of gids that has one.
+func (l *Log) SharedGIDs(ctx context.Context, gids []string) (map[string]Shared, error) {
+	rows, err := l.pool.Query(ctx, `SELECT gid, members, created_at FROM coordinator_shared_gids WHERE gid = ANY($1)`, gids)
+	if err != nil {
+		return nil, fmt.Errorf("txlog: shared gids: %w", err)
+	}
+	out := map[string]Shared{}
+	for rows.Next() {
+		var g string
+		var s Shared
+		if err := rows.Scan(&g, &s.Members, &s.CreatedAt); err != nil {
+			return nil, err
+		}
+		out[g] = s
+	}
+	return out, rows.Err()
+}
+
+// TombstoneShared makes sure gid has a registration before the sweep acts on it (S3): it writes
+// a tombstone unless one exists, and returns the registration that holds now (Members empty:
+// a tombstone, the sweep's or an earlier one).
+func (l *Log) TombstoneShared(ctx context.Context, gid string) (Shared, error) {
+	var s Shared
+	err := l.pool.QueryRow(ctx, `WITH ins AS (
+    INSERT INTO coordinator_shared_gids (gid) VALUES ($1) ON CONFLICT (gid) DO NOTHING RETURNING members, created_at
+)
+SELECT members, created_at FROM ins
+UNION ALL
+SELECT members, created_at FROM coordinator_shared_gids WHERE gid = $1 AND NOT EXISTS (SELECT 1 FROM ins)`, gid).Scan(&s.Members, &s.CreatedAt)
+	if err != nil {
+		return Shared{}, fmt.Errorf("txlog: tombstone %s: %w", gid, err)
+	}
+	return s, nil
+}
+
+// DeleteShared removes registrations and tombstones that no longer protect anything: those older
+// than age whose members (if any) are all committed or aborted. The caller deletes a committed
+// shared transaction's marker first (S4) and its registration with it (gids), and lets this
+// sweep take the rest.
+func (l *Log) DeleteShared(ctx context.Context, gids []string, age time.Duration) (int64, error) {
+	tag, err := l.pool.Exec(ctx, `DELETE FROM coordinator_shared_gids s
+WHERE (s.gid = ANY($1) OR s.created_at < now() - $2 * interval '1 second')
+  AND NOT EXISTS (SELECT 1 FROM coordinator_transactions t
+                  WHERE t.gid = ANY(s.members) AND t.state NOT IN ('committed', 'aborted'))`, gids, age.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("txlog: delete shared gids: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
