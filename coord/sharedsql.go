@@ -38,7 +38,8 @@ import (
 //     after each member (sqltxn.Databases.RunShared), and only statements sqlpolicy.Shareable
 //     accepts share.
 
-// sharedMark follows the prefix in a shared gid ("<prefix>_+<hex>@<database>").
+// sharedMark follows the prefix in a shared gid ("<prefix>_+<instance>+<hex>@<database>"; an
+// instance id has no '+').
 const sharedMark = "_+"
 
 // SharedGID is a PostgreSQL transaction that holds the work of several requests of a batch.
@@ -52,10 +53,24 @@ type SharedGID struct {
 // gid prefix prefix.
 func IsSharedGID(prefix, sqlGID string) bool { return strings.HasPrefix(sqlGID, prefix+sharedMark) }
 
+// SharedGIDInstance is the instance that ran the batch of a shared gid ("" when the gid does
+// not say): the sweep judges an unnamed shared gid of its own instance at once when no batch of
+// this process runs it, and another instance's only once it is old (S3).
+func SharedGIDInstance(prefix, sqlGID string) string {
+	rest, ok := strings.CutPrefix(globalOf(sqlGID), prefix+sharedMark)
+	if !ok {
+		return ""
+	}
+	if i := strings.LastIndexByte(rest, '+'); i > 0 {
+		return rest[:i]
+	}
+	return ""
+}
+
 func (c *Coordinator) newSharedGID(database string) string {
-	var b [12]byte
+	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return c.cfg.GIDPrefix + sharedMark + hex.EncodeToString(b[:]) + "@" + database
+	return c.cfg.GIDPrefix + sharedMark + c.cfg.Instance + "+" + hex.EncodeToString(b[:]) + "@" + database
 }
 
 // sharesSQL says whether a member of a batch may run its SQL in a shared transaction: sharing

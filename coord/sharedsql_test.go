@@ -151,3 +151,16 @@ func TestSharedSQLPreparedWriteRefused(t *testing.T) {
 	assert.ErrorIs(t, r.answers["r1"], coord.ErrAborted, "the claimed member answers from its row")
 	assert.Zero(t, count(r.w.ops, "kafka.commit"), "no EndTxn(commit) after a refused prepared write")
 }
+
+func TestSharedGIDInstance(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ gid, want string }{
+		{"p_+node-1.a+0011223344556677@default", "node-1.a"},
+		{"p_+node+ff@db_2", "node"},
+		{"p_r1@default", ""},
+		{"q_+node+ff@default", ""},
+		{"p_+ff@default", ""},
+	} {
+		assert.Equal(t, tt.want, coord.SharedGIDInstance("p", tt.gid), tt.gid)
+	}
+}

@@ -37,6 +37,7 @@
  *                             on when a tombstone is already there
  *   M_RETRY_WRITE             the leader retries a prepared write whose answer was lost; a
  *                             refusal (its own first write landed) is followed as a refusal
+ *   M_TOMBSTONE_DELETED       the sweep deletes G's tombstone once it has rolled G back
  * Variants that are not violations (documented, not in the script):
  *   M_SWEEP_NO_INFLIGHT       S3 does not skip a G in flight (the tombstone alone keeps safety)
  *   NO_ONECOPY                the one-copy property off (M_RERUN_WITHOUT_ROLLBACK then passes)
@@ -676,13 +677,14 @@ inline resolveDue() {
 }
 
 /* S3, the orphan sweep for G: claim before act */
+#ifdef M_SWEEP_NO_INFLIGHT
+#define SWEEP_SKIP_OK true
+#else
+#define SWEEP_SKIP_OK (!ginfl)
+#endif
 inline sweepG() {
 	if
-	:: atomic { gst == G_PREP
-#ifndef M_SWEEP_NO_INFLIGHT
-	            && !ginfl
-#endif
-	            -> skip }                          /* listed prepared, not in flight here, old enough */
+	:: atomic { gst == G_PREP && SWEEP_SKIP_OK -> skip }   /* listed prepared, not in flight here, old enough */
 #ifdef M_SWEEP_NO_TOMBSTONE
 		atomic { s = (reg == REG_MEMB -> REG_MEMB : REG_TOMB) }
 #else
@@ -695,6 +697,9 @@ inline sweepG() {
 			assert(!(gst == G_PREP && nkill > 0));
 #endif
 			atomic { finishG(0, h); h = 0 }          /* ROLLBACK PREPARED G */
+#ifdef M_TOMBSTONE_DELETED
+			atomic { reg = REG_NONE }                /* the mutant: the tombstone cleaned up with G */
+#endif
 		:: s == REG_MEMB ->
 			/* follow the members' logged final state */
 			atomic {
@@ -728,16 +733,16 @@ inline sweepMarkers() {
 	}
 }
 
-/* orphans of own gids: a prepared own gid not in flight follows its row (committed on its own
- * gid: commit; aborted or named by nobody: roll back) */
+/* orphans of own gids, as today: a prepared own gid not in flight follows its row's final
+ * state (committed: commit; aborted: roll back) */
 inline orphans() {
 	atomic {
 		g = 0;
 		do
 		:: g < NR ->
 			if
-			:: sql[g] == S_PREP && !inflight[g] && row[g] == L_COMMITTED && !rowG[g] -> finishOwn(g, 1, h)
-			:: sql[g] == S_PREP && !inflight[g] && (row[g] == L_ABORTED || (FINAL(row[g]) && rowG[g])) -> finishOwn(g, 0, h)
+			:: sql[g] == S_PREP && !inflight[g] && row[g] == L_COMMITTED -> finishOwn(g, 1, h)
+			:: sql[g] == S_PREP && !inflight[g] && row[g] == L_ABORTED -> finishOwn(g, 0, h)
 			:: else
 			fi;
 			g++

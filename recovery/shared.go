@@ -17,8 +17,8 @@ import (
 // sharedOrphans applies S3 to the shared transactions among a database's prepared gids and
 // removes them from prepared (the rest are the plain orphan rules'):
 //
-//   - in flight in this process, or younger than orphanMinAge: left alone (the batch may still
-//     be on its way to its prepared write);
+//   - in flight in this process, or another instance's and younger than orphanMinAge: left
+//     alone (the batch may still be on its way to its prepared write);
 //   - registered with members: it follows them, committed when every member is committed,
 //     rolled back when every member is aborted; otherwise the members' resolution finishes it;
 //   - not registered: a tombstone is written first, which refuses a late prepared write of its
@@ -42,7 +42,7 @@ func (l *Loop) sharedOrphans(ctx context.Context, db string, prepared map[string
 	for _, g := range gids {
 		age := prepared[g]
 		delete(prepared, g)
-		if l.coord.InFlight(globalGID(g)) || age < l.orphanAge {
+		if l.young(g, age) {
 			continue
 		}
 		reg, ok := regs[g]
@@ -71,6 +71,17 @@ func (l *Loop) sharedOrphans(ctx context.Context, db string, prepared map[string
 		}
 	}
 	return errs
+}
+
+// young reports whether an unnamed shared gid may still belong to a live batch (S3): one of
+// this process in flight, or, for another instance's, one younger than orphanAge. This
+// instance's own gid that no batch of this process runs has no live batch: another process of
+// the same instance would hold its lock, and its late prepared write meets the tombstone.
+func (l *Loop) young(g string, age time.Duration) bool {
+	if l.coord.InFlight(globalGID(g)) {
+		return true
+	}
+	return coord.SharedGIDInstance(l.cfg.GIDPrefix, g) != l.cfg.Instance && age < l.orphanAge
 }
 
 // sharedDecision is how a shared transaction with these members ends, once known: no members
@@ -181,7 +192,7 @@ func (l *Loop) sharedInDoubt(ctx context.Context, now time.Time, prepared []sqlt
 			if commit {
 				e.State = coord.StateCommitted
 			}
-		} else if l.coord.InFlight(global) || now.Sub(p.PreparedAt) < l.orphanAge {
+		} else if l.young(p.GID, now.Sub(p.PreparedAt)) {
 			continue // its batch may still be on its way to its prepared write
 		}
 		e.addPostgres(p)

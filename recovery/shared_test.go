@@ -62,7 +62,6 @@ func newSharedEnv(t *testing.T) *sharedEnv {
 	require.NoError(t, err)
 	live := &liveSet{}
 	l := New(Config{Instance: "a", GIDPrefix: schema, MarkerAge: time.Millisecond}, nil, log, sql, nil, live)
-	l.orphanAge = 0
 	return &sharedEnv{l: l, log: log, sql: sql, admin: admin, schema: schema, epoch: epoch, live: live}
 }
 
@@ -71,7 +70,7 @@ func newSharedEnv(t *testing.T) *sharedEnv {
 func (e *sharedEnv) prepare(t *testing.T, name string, n int) (string, []*coord.Transaction) {
 	t.Helper()
 	ctx := context.Background()
-	g := e.schema + "_+" + name + "@default"
+	g := e.schema + "_+a+" + name + "@default"
 	var members [][]coord.Statement
 	var ts []*coord.Transaction
 	for i := range n {
@@ -125,6 +124,11 @@ func TestSharedOrphanTombstone(t *testing.T) {
 	e := newSharedEnv(t)
 	ctx := context.Background()
 	g, ts := e.prepare(t, "orphan", 2)
+
+	e.l.cfg.Instance = "b"
+	require.NoError(t, e.l.orphans(ctx, &Stats{}))
+	assert.True(t, e.prepared(t, g), "another instance's, young: left alone")
+	e.l.cfg.Instance = "a"
 
 	e.live.m.Store(globalGID(g), struct{}{})
 	require.NoError(t, e.l.orphans(ctx, &Stats{}))

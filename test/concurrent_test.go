@@ -93,6 +93,11 @@ func TestConcurrentMixed(t *testing.T) {
 	assert.Equal(t, []string{"aborted:32", "committed:32"}, states)
 	// The requests ran together, so Kafka transactions were shared (coord/batch.go), with the
 	// failing ones inside them: the checks above hold for the shared path.
-	assert.Positive(t, e.scrape(t).val(t, "kpgtx_kafka_shared_transaction_members_count"),
+	m := e.scrape(t)
+	assert.Positive(t, m.val(t, "kpgtx_kafka_shared_transaction_members_count"),
 		"no Kafka transaction was shared")
+	// And PostgreSQL transactions too (coord/sharedsql.go), the SQL failures among their
+	// members: a failing member was rolled back to its savepoint and ran alone.
+	assert.Positive(t, m.val(t, "kpgtx_sql_shared_transaction_members_count"),
+		"no PostgreSQL transaction was shared")
 }
