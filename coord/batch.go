@@ -327,6 +327,15 @@ func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []
 		c.fault(FaultAfterEndTxn)
 		c.sharedFault(members, FaultSharedAfterEndTxn)
 	}
+	if err == nil && !commit {
+		// Kafka aborted the batch: its shared SQL transactions are rolled back once here, so
+		// that the members' own phase 2 finds them gone (by the marker, I4) rather than busy.
+		for _, g := range groups {
+			if len(g.members) > 0 {
+				_ = c.rollbackGroup(fctx, g)
+			}
+		}
+	}
 	for _, m := range members {
 		m.out.commit, m.out.cause, m.out.decideErr = commit, cause, err
 	}

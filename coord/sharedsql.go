@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kpgtx/coordinator/sqlpolicy"
 )
@@ -143,8 +144,23 @@ func (c *Coordinator) prepareShared(ctx context.Context, members []*member) (rid
 	return riders, groups
 }
 
+// sharedSQLBound bounds the SQL round trip of a shared transaction: one slow statement (a lock
+// wait, a sleep) would hold every member and the batch's slot, so past the bound the shared
+// transaction is given up and every member runs alone, within its own budget.
+const sharedSQLBound = time.Second
+
 // runGroup runs one shared transaction and returns its members, whose work it holds prepared.
 func (c *Coordinator) runGroup(ctx context.Context, g *sqlGroup, ms []*member) []*member {
+	// Bounded by the earliest member's deadline too: no member waits past its budget for
+	// the others' statements.
+	deadline := time.Now().Add(sharedSQLBound)
+	for _, m := range ms {
+		if d, ok := m.ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	sctx, st := c.step(ctx, PhaseSQL, SpanSQL)
 	stmts := make([][]Statement, len(ms))
 	for i, m := range ms {

@@ -38,9 +38,16 @@
  *   M_RETRY_WRITE             the leader retries a prepared write whose answer was lost; a
  *                             refusal (its own first write landed) is followed as a refusal
  *   M_TOMBSTONE_DELETED       the sweep deletes G's tombstone once it has rolled G back
- * Variants that are not violations (documented, not in the script):
+ *   M_RERUN_AFTER_LOST_WRITE  after the prepared write's answer was lost, the members re-run
+ *                             alone (instead of 202)
+ * Variants that are not violations (documented in model/README.md, not in the script):
  *   M_SWEEP_NO_INFLIGHT       S3 does not skip a G in flight (the tombstone alone keeps safety)
- *   NO_ONECOPY                the one-copy property off (M_RERUN_WITHOUT_ROLLBACK then passes)
+ *   NO_ONECOPY                the one-copy property off: M_RERUN_WITHOUT_ROLLBACK and
+ *                             M_NOTFOUND_IS_GONE then pass (atomicity holds: an unnamed G never
+ *                             commits); M_RERUN_AFTER_LOST_WRITE is still caught (atomicity)
+ *
+ * Properties, per member, in every reachable state (proctype Invariants): atomicity per
+ * carrier, committed once, one copy, the answers, the log agrees, no false heuristic.
  *
  * Probes (each must be violated, showing the path is reachable):
  *   PROBE_SHARED_COMMIT     two members committed through one G and one EndTxn (200 both)
@@ -150,9 +157,25 @@ byte ans[NR];
 
 byte nf;
 #define FAULT (nf < MAXF) -> nf++
-byte nkill;               /* ghost: kills so far */
-byte excl;                /* ghost: members excluded from G */
-byte rec;                 /* ghost: rows committed on G by recovery */
+/* ghosts of the probes, kept only when a probe reads them (they would split states) */
+byte nkill;               /* kills so far */
+byte excl;                /* members excluded from G */
+byte rec;                 /* rows committed on G by recovery */
+#if defined(PROBE_SWEEP_TOMBSTONE) || defined(PROBE_GROUP_RECOVERY)
+#define GHOST_KILL nkill++
+#else
+#define GHOST_KILL skip
+#endif
+#ifdef PROBE_EXCLUDED_ALONE
+#define GHOST_EXCL(i) excl = excl | BIT(i)
+#else
+#define GHOST_EXCL(i) skip
+#endif
+#ifdef PROBE_GROUP_RECOVERY
+#define GHOST_REC(i) rec = rec | BIT(i)
+#else
+#define GHOST_REC(i) skip
+#endif
 
 /* ================================ properties ================================ */
 
@@ -183,22 +206,15 @@ byte rec;                 /* ghost: rows committed on G by recovery */
 /* no false heuristic: nobody resolves by hand in this model */
 #define NOHEUR(g) (row[g] != L_HMIXED)
 
-/* checked in every reachable state */
+/* checked in every reachable state: one guard, then the assertion that fails names the property */
+#define INV(g) (ATOM(g) && ONCE(g) && ONECOPY(g) && ANSWERS(g) && LOGOK(g) && NOHEUR(g))
 active proctype Invariants() {
 end_inv:
 	do
-	:: atomic { !ATOM(0)    -> assert(ATOM(0)) }
-	:: atomic { !ATOM(1)    -> assert(ATOM(1)) }
-	:: atomic { !ONCE(0)    -> assert(ONCE(0)) }
-	:: atomic { !ONCE(1)    -> assert(ONCE(1)) }
-	:: atomic { !ONECOPY(0) -> assert(ONECOPY(0)) }
-	:: atomic { !ONECOPY(1) -> assert(ONECOPY(1)) }
-	:: atomic { !ANSWERS(0) -> assert(ANSWERS(0)) }
-	:: atomic { !ANSWERS(1) -> assert(ANSWERS(1)) }
-	:: atomic { !LOGOK(0)   -> assert(LOGOK(0)) }
-	:: atomic { !LOGOK(1)   -> assert(LOGOK(1)) }
-	:: atomic { !NOHEUR(0)  -> assert(NOHEUR(0)) }
-	:: atomic { !NOHEUR(1)  -> assert(NOHEUR(1)) }
+	:: atomic { !(INV(0) && INV(1)) ->
+		assert(ATOM(0)); assert(ATOM(1)); assert(ONCE(0)); assert(ONCE(1));
+		assert(ONECOPY(0)); assert(ONECOPY(1)); assert(ANSWERS(0)); assert(ANSWERS(1));
+		assert(LOGOK(0)); assert(LOGOK(1)); assert(NOHEUR(0)); assert(NOHEUR(1)) }
 #ifdef PROBE_SHARED_COMMIT
 	:: atomic { (row[0] == L_COMMITTED && rowG[0] && ans[0] == A_OK && row[1] == L_COMMITTED && rowG[1] && ans[1] == A_OK) -> assert(false) }
 #endif
@@ -326,7 +342,7 @@ proctype Request(byte g) {
 		if
 		:: atomic { LIVE -> ginc[i] = 1; left = left & ~BIT(i) }
 		:: atomic { LIVE && (SQLFAIL & BIT(i)) ->
-			ex = ex | BIT(i); excl = excl | BIT(i); left = left & ~BIT(i);
+			ex = ex | BIT(i); GHOST_EXCL(i); left = left & ~BIT(i);
 			if :: i != g -> rerun[i] = 1 :: else fi }
 		fi
 	od;
@@ -415,13 +431,13 @@ proctype Request(byte g) {
 				if
 				:: h -> row[i] = L_HMIXED; ans[i] = A_DOUBT
 				:: else -> row[i] = L_COMMITTED; ans[i] = A_OK
-				fi }
-			:: atomic { LIVE && !CAS(i, L_PREPARED) -> ans[i] = A_DOUBT }
+				fi;
+				left = left & ~BIT(i) }
+			:: atomic { LIVE && !CAS(i, L_PREPARED) -> ans[i] = A_DOUBT; left = left & ~BIT(i) }
 			:: atomic { LIVE && FAULT ->                       /* the write's answer lost */
 				if :: CAS(i, L_PREPARED) && !h -> row[i] = L_COMMITTED :: true fi;
-				ans[i] = A_DOUBT }
-			fi;
-			atomic { LIVE -> left = left & ~BIT(i) }
+				ans[i] = A_DOUBT; left = left & ~BIT(i) }
+			fi
 		od;
 		atomic { LIVE -> members_done(gm, A_NONE); ginfl = 0 }
 		goto leaderDone
@@ -506,6 +522,10 @@ refused:
 	goto leaderDone;
 
 writeLost:
+#ifdef M_RERUN_AFTER_LOST_WRITE
+	/* the mutant: the write's outcome unknown, the members re-run alone */
+	goto rerunAll;
+#endif
 	/* every member in doubt (202); the batch is no longer in flight; the write may land later */
 	atomic { LIVE -> members_done(gm, A_DOUBT); ginfl = 0 }
 	goto leaderDone;
@@ -633,27 +653,22 @@ inline resolve(g) {
 		:: atomic { !rowG[g] -> ko_commit(g, r) }
 		:: atomic { FAULT -> r = R_UNCLEAR }
 		fi;
-		left = gm;
+		left = (r != R_UNCLEAR -> gm : 0);
 		do
 		:: left == 0 -> break
 		:: else ->
-			i = LOW(left);
-			if
-			:: r != R_UNCLEAR ->
-				atomic { phase2(i, r == R_OK, h) }
-				atomic { if :: row[i] == L_PREPARED ->
-					row[i] = (h -> L_HMIXED : (r == R_OK -> L_COMMITTED : L_ABORTED));
-					if :: r == R_OK && !h && rowG[i] -> rec = rec | BIT(i) :: else fi
-				         :: else fi }
-			:: else
-			fi;
-			atomic { left = left & ~BIT(i); h = 0 }
+			atomic { i = LOW(left); phase2(i, r == R_OK, h) }
+			atomic { if :: row[i] == L_PREPARED ->
+				row[i] = (h -> L_HMIXED : (r == R_OK -> L_COMMITTED : L_ABORTED));
+				if :: r == R_OK && !h && rowG[i] -> GHOST_REC(i) :: else fi
+			         :: else fi;
+				left = left & ~BIT(i); h = 0 }
 		od
 	:: s == L_COMMITTING ->
 		atomic { phase2(g, 1, h) }
 		atomic { if :: row[g] == L_COMMITTING ->
 			row[g] = (h -> L_HMIXED : L_COMMITTED);
-			if :: !h && rowG[g] -> rec = rec | BIT(g) :: else fi
+			if :: !h && rowG[g] -> GHOST_REC(g) :: else fi
 		         :: else fi }
 	:: else
 	fi;
@@ -791,7 +806,7 @@ proctype Faults() {
 end_faults:
 	do
 	:: atomic { up && FAULT ->
-		up = 0; serving = 0; inc++; nkill++;
+		up = 0; serving = 0; inc++; GHOST_KILL;
 		if :: lockA == 1 -> lockA = 0 :: else fi;
 		inflight[0] = 0; inflight[1] = 0; ginfl = 0;
 		openb = NONE; bmem = 0;

@@ -55,16 +55,17 @@ awk '
 }
 END {
   if (nc == 0) exit 1
-  printf "\n%-14s %4s %9s %8s %8s %9s %8s %14s %12s %14s %9s %9s\n", "variant", "c", "txn/s", "p50 ms", "p99 ms", "x dual/s", "x p50", "coord ms/txn", "pg ms/txn", "kafka ms/txn", "shared %", "members"
+  printf "\n%-14s %4s %9s %8s %8s %9s %8s %14s %12s %14s %9s %9s %9s\n", "variant", "c", "txn/s", "p50 ms", "p99 ms", "x dual/s", "x p50", "coord ms/txn", "pg ms/txn", "kafka ms/txn", "shared %", "members", "sql sh %"
   for (j = 1; j <= nc; j++) for (k = 1; k <= nv; k++) {
     c = cs[j]; n = vs[k]
     if (!((n, c, "txn/s") in v)) continue
     d = v["dual-write", c, "txn/s"]; dp = v["dual-write", c, "p50-ms"]
-    printf "%-14s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %14.3f %12.3f %14.3f %9s %9s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
+    printf "%-14s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %14.3f %12.3f %14.3f %9s %9s %9s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
       (d > 0 ? v[n, c, "txn/s"] / d : 0), (dp > 0 ? v[n, c, "p50-ms"] / dp : 0),
       v[n, c, "cpu-coord-ms/txn"], v[n, c, "cpu-pg-ms/txn"], v[n, c, "cpu-kafka-ms/txn"],
       ((n, c, "shared-%") in v ? sprintf("%.0f", v[n, c, "shared-%"]) : "-"),
-      ((n, c, "members/shared-txn") in v ? sprintf("%.1f", v[n, c, "members/shared-txn"]) : "-")
+      ((n, c, "members/shared-txn") in v ? sprintf("%.1f", v[n, c, "members/shared-txn"]) : "-"),
+      ((n, c, "sql-shared-%") in v ? sprintf("%.0f", v[n, c, "sql-shared-%"]) : "-")
   }
 }' "$out"
 

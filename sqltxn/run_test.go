@@ -117,6 +117,20 @@ func TestRunAsStatementRole(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, "42501", sqlstate(err), "the role has no rights on the coordinator's tables")
 
+	// Shared: every member runs as the role, a member's failure leaves it out, and the shared
+	// marker is written with the login's role.
+	gid := schema + "_+s@default"
+	run := d.RunShared(ctx, "default", [][]coord.Statement{
+		stmts("INSERT INTO orders VALUES ('s1') RETURNING current_user AS who"),
+		stmts("DELETE FROM coordinator_markers"),
+		stmts("INSERT INTO orders VALUES ('s2') RETURNING current_user AS who"),
+	}, gid, nil)
+	require.NoError(t, run.Err)
+	assert.Equal(t, role, run.Results[0][0].Rows[0]["who"])
+	assert.Equal(t, "42501", coord.AsFailure(run.Excluded[1]).SQLState)
+	assert.Equal(t, role, run.Results[2][0].Rows[0]["who"], "the role is set again after a member left out")
+	require.NoError(t, d.CommitPrepared(ctx, "default", gid))
+
 	// A role that could write the marker table is refused at startup.
 	_, err = admin.Exec(ctx, "GRANT DELETE ON "+schema+".coordinator_markers TO "+role)
 	require.NoError(t, err)

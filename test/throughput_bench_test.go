@@ -60,9 +60,12 @@ func BenchmarkThroughput(b *testing.B) {
 	base, coordPID := startBenchCoordinator(b, e, "bench", append(append(settings, "COORDINATOR_PPROF_LISTEN="+pprofAddr), extra...))
 	unsharedBase, unsharedPID := startBenchCoordinator(b, e, "bench-unshared", append(append(settings, extra...), "KAFKA_SHARED_MAX=1"))
 	baselineBinary := os.Getenv("BENCH_BASELINE_BINARY")
-	baselineBase, baselinePID := "", 0
+	baselineBase, baselinePID, baselineTopic := "", 0, ""
 	if baselineBinary != "" {
-		baselineBase, baselinePID = startBenchBinary(b, baselineBinary, e, "bench-baseline", append(settings, extra...))
+		// On a log of its own: an older revision may not know this revision's migrations.
+		eb := newStore(b, envOpts{poolSize: 64})
+		baselineTopic = eb.topic
+		baselineBase, baselinePID = startBenchBinary(b, baselineBinary, eb, "bench-baseline", append(settings, extra...))
 	}
 
 	producers := make(chan *kgo.Client, 64)
@@ -78,11 +81,11 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 	value := strings.Repeat("v", 100)
-	via := func(base string) func(int, string) error {
+	via := func(base, topic string) func(int, string) error {
 		return func(_ int, id string) error {
 			body, _ := json.Marshal(map[string]any{"id": id,
 				"sql":   []any{map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, $2)", "args": []any{id, 1}}},
-				"kafka": []any{map[string]any{"topic": e.topic, "key": id, "value": value}}})
+				"kafka": []any{map[string]any{"topic": topic, "key": id, "value": value}}})
 			resp, err := client.Post(base+"/v1/transactions", "application/json", bytes.NewReader(body))
 			if err != nil {
 				return err
@@ -95,7 +98,7 @@ func BenchmarkThroughput(b *testing.B) {
 			return nil
 		}
 	}
-	viaCoordinator, viaUnshared, viaBaseline := via(base), via(unsharedBase), via(baselineBase)
+	viaCoordinator, viaUnshared, viaBaseline := via(base, e.topic), via(unsharedBase, e.topic), via(baselineBase, baselineTopic)
 	withProducer := func(f func(cl *kgo.Client, id string) error) func(int, string) error {
 		return func(_ int, id string) error {
 			cl := <-producers
@@ -156,6 +159,8 @@ func BenchmarkThroughput(b *testing.B) {
 					if count > 0 {
 						b.ReportMetric(sum/count, "members/shared-txn")
 					}
+					sqlSum := shared1["kpgtx_sql_shared_transaction_members_sum"] - shared0["kpgtx_sql_shared_transaction_members_sum"]
+					b.ReportMetric(100*sqlSum/float64(b.N), "sql-shared-%")
 				}
 				if profiled != nil {
 					<-profiled
