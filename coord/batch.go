@@ -215,14 +215,14 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 	defer cancel()
 	// The slot is held through the decision, even by a batch of one: requests prepared
 	// meanwhile gather into the next batch, which is what makes batches form under load.
-	riders, groups := c.prepareShared(ctx, members)
+	riders, groups, p := c.phase1Batch(ctx, members)
 	for _, m := range members {
 		if m.out.rerun || m.out.fail != nil {
 			close(m.done) // it goes its own way at once
 		}
 	}
 	if len(riders) > 0 {
-		c.runBatch(ctx, riders, groups)
+		c.runBatch(ctx, riders, groups, p)
 	}
 	c.releaseGroups(groups)
 	<-b.slots
@@ -236,14 +236,11 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 
 // runBatch runs the Kafka phase of a sealed batch's riders (their SQL prepared) up to the
 // decision and fills every rider's outcome.
-func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []*sqlGroup) {
+func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []*sqlGroup, p produced) {
 	if len(members) > 1 {
 		c.cfg.Observer.ObserveKafkaBatch(len(members))
 	}
-
-	kctx, st := c.step(ctx, PhaseKafka, SpanKafka)
-	ktx, ks, err := c.produceBatch(kctx, members)
-	st.end(err)
+	ktx, ks, err := p.ktx, p.ks, p.err
 	if err != nil {
 		// Nothing is logged: abort the batch's Kafka transaction; every member goes alone.
 		c.cfg.Logger.Warn("shared kafka transaction failed before prepared; each request runs its own",
@@ -416,6 +413,46 @@ func (c *Coordinator) sharedFault(members []*member, p FaultPoint) {
 	if len(members) > 1 {
 		c.fault(p)
 	}
+}
+
+// produced is a batch's Kafka transaction with its records flushed, or why not.
+type produced struct {
+	ktx KafkaTxn // set whenever an id was leased
+	ks  KafkaState
+	err error
+}
+
+// produce runs produceBatch as the batch's Kafka step.
+func (c *Coordinator) produce(ctx context.Context, members []*member) produced {
+	kctx, st := c.step(ctx, PhaseKafka, SpanKafka)
+	ktx, ks, err := c.produceBatch(kctx, members)
+	st.end(err)
+	return produced{ktx: ktx, ks: ks, err: err}
+}
+
+// phase1Batch is a sealed batch's phase 1: the SQL phase of the members that joined without it
+// (prepareShared) and the produce of every member's records, concurrently. S1 holds by abort:
+// when a member's SQL did not prepare, the produced Kafka transaction, which no row names and
+// so can never commit (B2), is aborted, and the riders' records are produced again without that
+// member's. riders keeps the members' order when all of them ride (the offsets follow it).
+func (c *Coordinator) phase1Batch(ctx context.Context, members []*member) ([]*member, []*sqlGroup, produced) {
+	var p produced
+	var wg sync.WaitGroup
+	wg.Go(func() { p = c.produce(ctx, members) })
+	riders, groups := c.prepareShared(ctx, members)
+	wg.Wait()
+	if len(riders) == len(members) {
+		return members, groups, p
+	}
+	if p.ktx != nil {
+		c.abortShared(ctx, p.ktx)
+		p.ktx.Release(true)
+	}
+	p = produced{}
+	if len(riders) > 0 {
+		p = c.produce(ctx, riders)
+	}
+	return riders, groups, p
 }
 
 // produceBatch leases an id, produces every member's records in one transaction and flushes.
