@@ -76,4 +76,4 @@ run M_WRITE_IGNORES_TOMBSTONE bfs violation -DMAXF=1 -DM_WRITE_IGNORES_TOMBSTONE
 run M_TOMBSTONE_DELETED bfs violation -DMAXF=1 -DM_TOMBSTONE_DELETED
 run M_RETRY_WRITE bfs violation -DMAXF=2 -DM_RETRY_WRITE
 
-finish "batching: all checks passed, every mutant caught"
+finish "batching and shared SQL transactions: all checks passed, every mutant caught"

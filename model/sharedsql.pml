@@ -190,7 +190,11 @@ byte rec;                 /* rows committed on G by recovery */
 /* atomicity, per carrier: records in the batch's transaction commit only with the member's
  * work in G (prepared or committed), records in its own transaction only with its own gid;
  * SQL committed only with its records committed */
-#define ATOM(g)   (!(KS(g) && !GLIVE(g)) && !(KO(g) && !OLIVE(g)) && !(SG(g) && !KS(g)) && !(SO(g) && !KO(g)))
+#define ATOM_KS(g) (!(KS(g) && !GLIVE(g)))
+#define ATOM_KO(g) (!(KO(g) && !OLIVE(g)))
+#define ATOM_SG(g) (!(SG(g) && !KS(g)))
+#define ATOM_SO(g) (!(SO(g) && !KO(g)))
+#define ATOM(g)   (ATOM_KS(g) && ATOM_KO(g) && ATOM_SG(g) && ATOM_SO(g))
 /* committed once: never on both paths */
 #define ONCE(g)   (!(KS(g) && KO(g)) && !(SG(g) && SO(g)))
 /* one copy: a member's work is never prepared (or committed) in G and in its own gid at once */
@@ -212,7 +216,9 @@ active proctype Invariants() {
 end_inv:
 	do
 	:: atomic { !(INV(0) && INV(1)) ->
-		assert(ATOM(0)); assert(ATOM(1)); assert(ONCE(0)); assert(ONCE(1));
+		assert(ATOM_KS(0)); assert(ATOM_KS(1)); assert(ATOM_KO(0)); assert(ATOM_KO(1));
+		assert(ATOM_SG(0)); assert(ATOM_SG(1)); assert(ATOM_SO(0)); assert(ATOM_SO(1));
+		assert(ONCE(0)); assert(ONCE(1));
 		assert(ONECOPY(0)); assert(ONECOPY(1)); assert(ANSWERS(0)); assert(ANSWERS(1));
 		assert(LOGOK(0)); assert(LOGOK(1)); assert(NOHEUR(0)); assert(NOHEUR(1)) }
 #ifdef PROBE_SHARED_COMMIT

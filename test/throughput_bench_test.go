@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,7 +119,7 @@ func BenchmarkThroughput(b *testing.B) {
 	for i := range 300 {
 		id := fmt.Sprintf("warm-%d", i)
 		for _, op := range ops {
-			require.NoError(b, op(0, id+"-"+randHex(2)))
+			require.NoError(b, op(0, id+"-"+randHex(6)))
 		}
 	}
 	type variant struct {
@@ -161,6 +162,9 @@ func BenchmarkThroughput(b *testing.B) {
 					}
 					sqlSum := shared1["kpgtx_sql_shared_transaction_members_sum"] - shared0["kpgtx_sql_shared_transaction_members_sum"]
 					b.ReportMetric(100*sqlSum/float64(b.N), "sql-shared-%")
+					if os.Getenv("BENCH_PHASES") != "" {
+						logPhases(b, shared0, shared1)
+					}
 				}
 				if profiled != nil {
 					<-profiled
@@ -375,4 +379,28 @@ func procCPU(b *testing.B, pid int, children bool) cpuTime {
 		sum += v
 	}
 	return cpuTime(float64(sum) * 1000 / clockTicks)
+}
+
+// logPhases logs, for each phase the coordinator measured during the run, how many times it ran
+// and its mean duration (BENCH_PHASES=1 bash scripts/bench.sh): where a request's time goes. A
+// batch's steps (sql, kafka, log_prepared, endtxn) are measured once per batch.
+func logPhases(b *testing.B, before, after series) {
+	b.Helper()
+	var lines []string
+	for k, sum := range after {
+		name, ok := strings.CutPrefix(k, `kpgtx_phase_duration_seconds_sum{phase="`)
+		if !ok {
+			continue
+		}
+		name = strings.TrimSuffix(name, `"}`)
+		count := after[`kpgtx_phase_duration_seconds_count{phase="`+name+`"}`] - before[`kpgtx_phase_duration_seconds_count{phase="`+name+`"}`]
+		if count == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%-14s %7.0f x %7.3f ms", name, count, 1000*(sum-before[k])/count))
+	}
+	sort.Strings(lines)
+	if b.N > 1 { // the measured run, not go test's probe of one iteration
+		fmt.Fprintf(os.Stderr, "%s: phases over %d requests:\n%s\n", b.Name(), b.N, strings.Join(lines, "\n"))
+	}
 }

@@ -141,22 +141,34 @@ func (g *groupCommit) flush(batch []*write) {
 			errs[0] = batch[0].scan(g.pool.QueryRow(ctx, batch[0].sql, batch[0].args...))
 			return nil
 		}
-		tx, err := g.pool.Begin(ctx)
+		// BEGIN, the writes and COMMIT in one round trip. A statement that fails makes the
+		// server skip the rest, COMMIT included: every write of the batch fails, as none
+		// committed. A connection left inside the failed transaction is not reused (pgxpool
+		// destroys a connection released in a transaction).
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		for _, w := range batch {
+			b.Queue(w.sql, w.args...)
+		}
+		b.Queue("COMMIT")
+		br := g.pool.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		for i, w := range batch {
+			// A write's own answer (a compare-and-set that matched no row) fails only it; an
+			// SQL error aborts the transaction, and COMMIT's answer below fails them all.
+			errs[i] = w.scan(br.QueryRow())
+		}
+		ct, err := br.Exec()
 		if err != nil {
 			return err
 		}
-		defer func() { _ = tx.Rollback(ctx) }()
-		b := &pgx.Batch{}
-		for i, w := range batch {
-			b.Queue(w.sql, w.args...).QueryRow(func(row pgx.Row) error {
-				errs[i] = w.scan(row)
-				return nil // a write's own failure must not stop the others
-			})
+		if ct.String() != "COMMIT" {
+			return fmt.Errorf("txlog: group commit ended %q", ct.String())
 		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		return tx.Commit(ctx)
+		return br.Close()
 	}()
 	for i, w := range batch {
 		if err != nil && (len(batch) > 1 || errs[i] == nil) {

@@ -96,3 +96,46 @@ func TestGroupCommit(t *testing.T) {
 	assert.EqualValues(t, 5+2*n, obs.writes.Load(), "every write reported once")
 	assert.Greater(t, obs.largest.Load(), int64(1), "concurrent writes shared a batch")
 }
+
+// A write the server refuses (here an error message with a NUL, which PostgreSQL text cannot
+// hold) inside a group commit: the writes it shared a batch with fail with it, none of them
+// half-done, and each write's answer matches its row (nil: changed; an error: unchanged).
+func TestGroupCommitRefusedWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, pool := newLogWith(t, txlog.Options{GroupCommit: true})
+	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
+	require.NoError(t, err)
+	const n = 48
+	rows := make([]*coord.Transaction, n)
+	for i := range n {
+		r, _, err := l.Begin(ctx, row(fmt.Sprintf("ref-%d", i), epoch))
+		require.NoError(t, err)
+		rows[i] = r
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			tx := *rows[i]
+			tx.Error = &coord.ErrorDetail{Participant: "sql:default", Class: coord.ClassAbortable, Message: "fine"}
+			if i%8 == 0 {
+				tx.Error.Message = "bad\x00byte"
+			}
+			errs[i] = l.Transition(ctx, &tx, coord.StateAborted)
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		got, err := l.Get(ctx, rows[i].ID)
+		require.NoError(t, err)
+		if i%8 == 0 {
+			assert.Error(t, errs[i], "write %d", i)
+		}
+		if errs[i] == nil {
+			assert.Equal(t, coord.StateAborted, got.State, "write %d answered nil", i)
+		} else {
+			assert.Equal(t, coord.StateActive, got.State, "write %d answered %v, yet its row changed", i, errs[i])
+		}
+	}
+}
