@@ -218,21 +218,16 @@ func (l *Loop) ResolveHeuristic(ctx context.Context, gid string, outcome coord.S
 		if err != nil {
 			return t, fmt.Errorf("%w: %v", coord.ErrUnavailable, err)
 		}
-		shared := coord.IsSharedGID(l.cfg.GIDPrefix, g.GID)
-		if _, ok := prepared[g.GID]; !ok && !shared {
+		if _, ok := prepared[g.GID]; !ok {
 			continue
 		}
-		// A shared transaction holds batch mates' work too: one that is gone was finished by a
-		// mate's resolution (or never committed), and its marker says how. The operator's
-		// outcome must be that one.
+		// A shared gid (coord/sharedsql.go) holds batch mates' work too: finishing it here
+		// finishes theirs, as the operator's decision for one member of a shared Kafka
+		// transaction decides the others'.
 		if outcome == coord.StateCommitted {
 			err = l.sql.CommitPrepared(ctx, g.Database, g.GID)
 		} else {
 			err = l.sql.RollbackPrepared(ctx, g.Database, g.GID)
-		}
-		if shared && errors.Is(err, coord.ErrHeuristic) {
-			return t, fmt.Errorf("%w: %s holds its work in the shared PostgreSQL transaction %s, which already ended the other way (%v); nothing recorded",
-				coord.ErrNotAllowed, t.ID, g.GID, err)
 		}
 		if err != nil {
 			return t, fmt.Errorf("%w: finishing %s on %s: %v (nothing recorded)", coord.ErrUnavailable, g.GID, g.Database, err)
