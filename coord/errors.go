@@ -143,4 +143,9 @@ var (
 	// budget expired, backend terminated): it may have committed. The row stays in doubt until
 	// the marker decides (SQL.SettleOnePhase).
 	ErrCommitUnknown = errors.New("one-phase commit sent, answer lost")
+	// ErrPrepareMayLand: a PREPARE was sent, its answer was lost, and the backend that ran it
+	// could not be seen to exit: the PREPARE may still land later, so a ROLLBACK PREPARED that
+	// finds no such gid does not prove it gone (a shared transaction's members are then not run
+	// again, sharedsql.go S5; the sweep rolls it back once it appears).
+	ErrPrepareMayLand = errors.New("prepare sent, answer lost, backend not seen to exit")
 )

@@ -58,6 +58,7 @@ type world struct {
 	releases  map[int64][]bool              // producer id → its Release calls (keep)
 	shared    map[string][]string           // shared sql gid → its members (registered by the prepared write)
 	sqlWork   map[string][]string           // a request's own sql gid → every sql gid its work was prepared in
+	mayLand   bool                          // RunShared: the PREPARE's answer is lost and it lands later (lands() makes it)
 	nextPID   int64
 }
 
@@ -365,11 +366,29 @@ func (s fakeSQL) RunShared(ctx context.Context, db string, members [][]coord.Sta
 		out.Results[i] = make([]coord.SQLResult, len(stmts))
 		s.w.sqlWork[own] = append(s.w.sqlWork[own], gid)
 	}
+	if s.w.mayLand {
+		out.Err = &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable,
+			Err: fmt.Errorf("%w: %w", coord.ErrPrepareMayLand, errInjected)}
+		return out
+	}
 	s.w.sqlState[gid] = "prepared"
 	if m == failAfter {
 		out.Err = &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable, Err: errInjected}
 	}
 	return out
+}
+
+// lands makes every shared PREPARE whose answer was lost (mayLand) land now.
+func (w *world) lands() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, gids := range w.sqlWork {
+		for _, g := range gids {
+			if coord.IsSharedGID("p", g) && w.sqlState[g] == "" {
+				w.sqlState[g] = "prepared"
+			}
+		}
+	}
 }
 
 func (s fakeSQL) finish(ctx context.Context, op, gid string, commit bool) error {

@@ -191,6 +191,11 @@ func (c *Coordinator) runGroup(ctx context.Context, g *sqlGroup, ms []*member) [
 	c.cfg.Logger.Warn("shared sql transaction failed; its requests run alone",
 		"database", g.Database, "gid", g.GID, "members", len(ms), "error", run.Err)
 	rerr := c.rollbackGroup(ctx, g)
+	if rerr == nil && errors.Is(run.Err, ErrPrepareMayLand) {
+		// The rollback found nothing, but the PREPARE may land after it: nothing proves the
+		// members' work gone, so they are not run again (S5, the model's S-F1).
+		rerr = run.Err
+	}
 	for i, m := range ms {
 		m.w.t.SQL = nil
 		switch e := run.Excluded[i]; {

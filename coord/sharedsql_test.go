@@ -164,3 +164,29 @@ func TestSharedGIDInstance(t *testing.T) {
 		assert.Equal(t, tt.want, coord.SharedGIDInstance("p", tt.gid), tt.gid)
 	}
 }
+
+// S5 and the model's S-F1: the shared PREPARE's answer is lost and the backend was not seen to
+// exit, so the PREPARE may land after the leader's ROLLBACK PREPARED found nothing. The members
+// are not run again (their work would have two copies); they are aborted, and the transaction,
+// when it lands, is named by no row and is rolled back by the sweep.
+func TestSharedSQLPrepareMayLand(t *testing.T) {
+	t.Parallel()
+	landed := func(w *world) func(int, string) mode {
+		w.mayLand = true
+		var once sync.Once
+		return func(_ int, op string) mode {
+			if op == "log.aborted" {
+				once.Do(w.lands)
+			}
+			return pass
+		}
+	}
+	r := runBatchWith(t, true, landed)
+	states := r.check(t)
+	for id, st := range states {
+		assert.Equal(t, coord.StateAborted, st, id)
+		assert.ErrorIs(t, r.answers[id], coord.ErrAborted, id)
+		assert.NotErrorIs(t, r.answers[id], coord.ErrUnavailable, "%s: not \"safe to retry\" while its work may still be prepared", id)
+	}
+	assert.Zero(t, count(r.w.ops, "sql.run"), "no member ran again alone")
+}

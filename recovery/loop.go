@@ -108,7 +108,7 @@ type Loop struct {
 	passes   atomic.Int64
 	failures atomic.Int64
 
-	orphanAge time.Duration // how old an unnamed shared transaction must be for the sweep (S3)
+	orphanAge time.Duration // orphanMinAge; tests lower it
 
 	totalMu sync.Mutex
 	total   Stats // the sum of every pass's Stats (Totals)

@@ -195,3 +195,24 @@ func TestSharedLeftoverCommitted(t *testing.T) {
 	assert.False(t, e.prepared(t, g))
 	assert.Equal(t, []string{"left-0", "left-1", "left-2"}, e.ids(t), "committed, as its members")
 }
+
+// The model's finding S-F6: a committed row names the shared transaction as where its work
+// is; a stray prepared gid of its own is a second copy and is rolled back, never committed.
+func TestStrayOwnGIDOfSharedRowRolledBack(t *testing.T) {
+	t.Parallel()
+	e := newSharedEnv(t)
+	e.l.orphanAge = 0
+	ctx := context.Background()
+	g, ts := e.prepare(t, "stray", 2)
+	require.NoError(t, e.logPrepared(t, g, ts))
+	require.NoError(t, e.sql.CommitPrepared(ctx, "default", g))
+	_, err := e.log.CommittedBatch(ctx, ts)
+	require.NoError(t, err)
+	own := ts[0].GID + "@default"
+	_, err = e.sql.Run(ctx, "default", []coord.Statement{{Database: "default", Statement: "INSERT INTO orders VALUES ('copy')"}}, own, false, nil)
+	require.NoError(t, err)
+	require.True(t, e.prepared(t, own))
+	require.NoError(t, e.l.orphans(ctx, &Stats{}))
+	assert.False(t, e.prepared(t, own))
+	assert.Equal(t, []string{"stray-0", "stray-1"}, e.ids(t), "the stray copy was rolled back")
+}

@@ -50,9 +50,21 @@ func (l *Loop) orphans(ctx context.Context, st *Stats) error {
 				if err == nil {
 					st.Orphans++
 				}
-			case state == coord.StateCommitted && age > orphanMinAge:
-				err = l.sql.CommitPrepared(ctx, db, g)
-			case state == coord.StateAborted && age > orphanMinAge:
+			case state == coord.StateCommitted && age > l.orphanAge:
+				// Only the gid the row names as where its work is follows it: a stray own gid of
+				// a row committed on a shared transaction would be a second copy of its work,
+				// without its records (the model's finding S-F6).
+				named, nerr := l.log.NamesSQLGID(ctx, globalGID(g), g)
+				switch {
+				case nerr != nil:
+					err = nerr
+				case named:
+					err = l.sql.CommitPrepared(ctx, db, g)
+				default:
+					l.cfg.Logger.Warn("rolling back a prepared gid its committed row does not name", "database", db, "gid", g)
+					err = l.sql.RollbackPrepared(ctx, db, g)
+				}
+			case state == coord.StateAborted && age > l.orphanAge:
 				err = l.sql.RollbackPrepared(ctx, db, g)
 			default:
 				continue

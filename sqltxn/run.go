@@ -102,7 +102,8 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 		d.logger.Error("a client statement left the coordinator's transaction; connection discarded",
 			"database", database, "gid", gid, "error", err)
 	}
-	discard = d.endFailed(ctx, conn, db, database) || discard
+	d2, _ := d.endFailed(ctx, conn, db, database)
+	discard = d2 || discard
 	f := classify(database, err)
 	if onePhase && !refused(err) {
 		// The COMMIT went out with the batch and no answer said no: it may have committed.
@@ -114,18 +115,18 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 }
 
 // endFailed makes sure a session whose batch failed keeps no open (aborted) transaction and
-// that a cut-off backend has exited; discard: the connection must not be reused.
-func (d *Databases) endFailed(ctx context.Context, conn *pgxpool.Conn, db *database, database string) (discard bool) {
+// that a cut-off backend has exited; discard: the connection must not be reused. gone: nothing
+// sent on the session can still run (the server answered the ROLLBACK, or the backend was seen
+// to exit); otherwise a PREPARE that was sent may still land.
+func (d *Databases) endFailed(ctx context.Context, conn *pgxpool.Conn, db *database, database string) (discard, gone bool) {
 	if conn.Conn().IsClosed() {
-		d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
-		return false
+		return false, d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
 	}
 	if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
 		conn.Conn().Close(context.WithoutCancel(ctx))
-		d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
-		return true
+		return true, d.terminate(ctx, db.pool, database, conn.Conn().PgConn().PID())
 	}
-	return false
+	return false, true
 }
 
 // enterSQL runs right after BEGIN: it remembers the transaction's id in a transaction-local
@@ -187,15 +188,23 @@ func refused(err error) bool {
 // network error) has exited before Run returns: otherwise the batch could still reach PREPARE
 // TRANSACTION on the server after the coordinator looked for the gid to roll it back, leaving
 // an orphan. pg_terminate_backend with a timeout waits for the backend to exit (PostgreSQL 14+).
+//
+// gone reports that the backend is known to have exited: pg_terminate_backend said so, or no
+// backend with that pid is left (it had exited already). A backend that may still run is
+// logged.
 func (d *Databases) terminate(ctx context.Context, pool interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, database string, pid uint32) {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, database string, pid uint32) (gone bool) {
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := pool.Exec(tctx, "SELECT pg_terminate_backend($1, 5000)", int64(pid)); err != nil {
-		d.logger.Warn("could not terminate the backend of a cut-off connection; recovery rolls back any orphan",
+	err := pool.QueryRow(tctx, `SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)
+    THEN pg_terminate_backend($1, 5000) ELSE true END`, int64(pid)).Scan(&gone)
+	if err != nil || !gone {
+		d.logger.Warn("could not see the backend of a cut-off connection exit; recovery rolls back any orphan",
 			"database", database, "backend_pid", pid, "error", err)
+		return false
 	}
+	return true
 }
 
 // readResults reads BEGIN, each statement's result (rows when it returns any) and its guard, the

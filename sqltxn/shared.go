@@ -81,7 +81,11 @@ func (d *Databases) RunShared(ctx context.Context, database string, members [][]
 			d.logger.Error("a client statement left the coordinator's shared transaction; connection discarded",
 				"database", database, "gid", gid, "error", err)
 		}
-		discard = d.endFailed(ctx, conn, db, database) || discard
+		d2, gone := d.endFailed(ctx, conn, db, database)
+		discard = d2 || discard
+		if !gone {
+			err = fmt.Errorf("%w: %w", coord.ErrPrepareMayLand, err)
+		}
 		out.Err = classify(database, err)
 		return out
 	}

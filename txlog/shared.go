@@ -75,17 +75,37 @@ SELECT members, created_at FROM coordinator_shared_gids WHERE gid = $1 AND NOT E
 	return s, nil
 }
 
-// DeleteShared removes registrations and tombstones that no longer protect anything: those older
-// than age whose members (if any) are all committed or aborted. The caller deletes a committed
-// shared transaction's marker first (S4) and its registration with it (gids), and lets this
-// sweep take the rest.
+// DeleteShared removes registrations and tombstones that no longer protect anything (gids, or
+// any older than age):
+//
+//   - a registration once every member it names is committed or aborted (the caller deletes a
+//     committed shared transaction's marker first, S4);
+//   - a tombstone once no active row is older than it, without any timing assumption: a late
+//     prepared write of its batch needs every member row still active, and each was created
+//     before the shared transaction, so before the tombstone (the model's finding S-F5).
 func (l *Log) DeleteShared(ctx context.Context, gids []string, age time.Duration) (int64, error) {
 	tag, err := l.pool.Exec(ctx, `DELETE FROM coordinator_shared_gids s
 WHERE (s.gid = ANY($1) OR s.created_at < now() - $2 * interval '1 second')
-  AND NOT EXISTS (SELECT 1 FROM coordinator_transactions t
-                  WHERE t.gid = ANY(s.members) AND t.state NOT IN ('committed', 'aborted'))`, gids, age.Seconds())
+  AND CASE WHEN cardinality(s.members) = 0
+      THEN NOT EXISTS (SELECT 1 FROM coordinator_transactions t
+                       WHERE t.state = 'active' AND t.created_at <= s.created_at)
+      ELSE NOT EXISTS (SELECT 1 FROM coordinator_transactions t
+                       WHERE t.gid = ANY(s.members) AND t.state NOT IN ('committed', 'aborted'))
+      END`, gids, age.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("txlog: delete shared gids: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// NamesSQLGID reports whether the row of the global gid names sqlGID as where its SQL work is:
+// a row whose work went into a shared transaction names that one, not its own gid.
+func (l *Log) NamesSQLGID(ctx context.Context, gid, sqlGID string) (bool, error) {
+	var named bool
+	err := l.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM coordinator_transactions
+WHERE gid = $1 AND sql_gids @> jsonb_build_array(jsonb_build_object('gid', $2::text)))`, gid, sqlGID).Scan(&named)
+	if err != nil {
+		return false, fmt.Errorf("txlog: sql gids of %s: %w", gid, err)
+	}
+	return named, nil
 }
