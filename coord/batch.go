@@ -221,11 +221,13 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 			close(m.done) // it goes its own way at once
 		}
 	}
+	var once sync.Once
+	release := func() { once.Do(func() { <-b.slots }) }
 	if len(riders) > 0 {
-		c.runBatch(ctx, riders, groups, p)
+		c.runBatch(ctx, riders, groups, p, release)
 	}
 	c.releaseGroups(groups)
-	<-b.slots
+	release()
 	if len(riders) > 1 && riders[0].out.commit && riders[0].out.decideErr == nil && riders[0].out.prepErr == nil {
 		c.finishShared(riders)
 	}
@@ -236,7 +238,10 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 
 // runBatch runs the Kafka phase of a sealed batch's riders (their SQL prepared) up to the
 // decision and fills every rider's outcome.
-func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []*sqlGroup, p produced) {
+//
+// release gives the batch's slot back: once the prepared write's outcome is known, the next
+// batch may run its phase 1 while this one sends its EndTxn.
+func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []*sqlGroup, p produced, release func()) {
 	if len(members) > 1 {
 		c.cfg.Observer.ObserveKafkaBatch(len(members))
 	}
@@ -297,6 +302,7 @@ func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []
 		err = c.log.PreparedBatch(lctx, ts, sqls)
 	}
 	st.end(err)
+	release()
 	if err != nil {
 		if errors.Is(err, ErrMovedOn) {
 			// Refused as a whole: no member is prepared, so nothing can commit this Kafka

@@ -47,6 +47,12 @@ import (
 //
 //	bash scripts/bench.sh
 func BenchmarkThroughput(b *testing.B) {
+	b.Cleanup(func() {
+		for _, r := range phaseReports {
+			fmt.Println(r)
+		}
+		phaseReports = nil
+	})
 	cpu := servicePIDs(b)
 	e := newStore(b, envOpts{poolSize: 64})
 	_, err := e.db.Exec(context.Background(), "CREATE TABLE bench_markers (gid text PRIMARY KEY)")
@@ -381,6 +387,9 @@ func procCPU(b *testing.B, pid int, children bool) cpuTime {
 	return cpuTime(float64(sum) * 1000 / clockTicks)
 }
 
+// phaseReports are logPhases' reports, printed when BenchmarkThroughput ends.
+var phaseReports []string
+
 // logPhases logs, for each phase the coordinator measured during the run, how many times it ran
 // and its mean duration (BENCH_PHASES=1 bash scripts/bench.sh): where a request's time goes. A
 // batch's steps (sql, kafka, log_prepared, endtxn) are measured once per batch.
@@ -401,6 +410,9 @@ func logPhases(b *testing.B, before, after series) {
 	}
 	sort.Strings(lines)
 	if b.N > 1 { // the measured run, not go test's probe of one iteration
-		fmt.Fprintf(os.Stderr, "%s: phases over %d requests:\n%s\n", b.Name(), b.N, strings.Join(lines, "\n"))
+		// Printed once every benchmark has printed its line: go test shows the test binary's
+		// output in one stream, and a line in the middle of a result would break scripts/bench.sh.
+		name := b.Name()
+		phaseReports = append(phaseReports, fmt.Sprintf("%s: phases over %d requests:\n%s", name, b.N, strings.Join(lines, "\n")))
 	}
 }
