@@ -146,20 +146,14 @@ func (c *Coordinator) prepareShared(ctx context.Context, members []*member) (rid
 
 // sharedSQLBound bounds the SQL round trip of a shared transaction: one slow statement (a lock
 // wait, a sleep) would hold every member and the batch's slot, so past the bound the shared
-// transaction is given up and every member runs alone, within its own budget.
+// transaction is given up and every member runs alone, within its own budget. A member's short
+// budget does not bound it (that would let one impatient caller fail everyone's shared
+// transaction): like the rest of the batch, such a member gets its answer late.
 const sharedSQLBound = time.Second
 
 // runGroup runs one shared transaction and returns its members, whose work it holds prepared.
 func (c *Coordinator) runGroup(ctx context.Context, g *sqlGroup, ms []*member) []*member {
-	// Bounded by the earliest member's deadline too: no member waits past its budget for
-	// the others' statements.
-	deadline := time.Now().Add(sharedSQLBound)
-	for _, m := range ms {
-		if d, ok := m.ctx.Deadline(); ok && d.Before(deadline) {
-			deadline = d
-		}
-	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
+	ctx, cancel := context.WithTimeout(ctx, sharedSQLBound)
 	defer cancel()
 	sctx, st := c.step(ctx, PhaseSQL, SpanSQL)
 	stmts := make([][]Statement, len(ms))
