@@ -5,7 +5,7 @@
 # every check of the design must find no violation, and every mutant must make SPIN find one.
 # Exits non-zero otherwise.
 #
-#   bash model/check-batch.sh              the checks below (about five minutes on 2 cores)
+#   bash model/check-batch.sh              the checks below (about four minutes on 2 cores)
 #   MODEL_FULL=1 bash model/check-batch.sh adds the pool of two ids with three requests and
 #                                          three requests with two faults (about 5 more
 #                                          minutes, 5 GB)
@@ -51,17 +51,20 @@ run M_ONE_BY_ONE bfs violation -DNR=2 -DNK=1 -DMAXF=1 -DM_ONE_BY_ONE
 run M_RELEASE_PER_MEMBER dfs violation -DNR=3 -DNK=1 -DMAXF=2 -DSQLFAIL=0 -DM_RELEASE_PER_MEMBER
 
 # Shared SQL transactions (model/sharedsql.pml): the members of a batch also share one
-# PostgreSQL prepared transaction G (savepoints, one marker, one PREPARE; the registration and
-# tombstones in shared_gids; the orphan sweep S3 and the marker sweep S4).
+# PostgreSQL prepared transaction G (savepoints, one marker, one PREPARE; records produced
+# alongside, the first Kafka transaction aborted and the riders produced again when a member
+# does not prepare; the registration and tombstones in shared_gids and when they are deleted;
+# the orphan sweep S3 and the marker sweep S4).
 model=sharedsql.pml
 #   two members, member 1's statements may fail (excluded, re-run alone), recovery and both
-#   sweeps concurrent with the leader, three faults (36 M states, 2.3 GB)
+#   sweeps concurrent with the leader, three faults (39 M states, 2.3 GB)
 run shared-sql safety pass -DMAXF=3
 #   both members' statements may fail, two faults
 run shared-sql-both-fail safety pass -DMAXF=2 -DSQLFAIL=3
 # Probes
 run reach-sql-shared-commit bfs violation -DMAXF=0 -DPROBE_SHARED_COMMIT
 run reach-excluded-alone bfs violation -DMAXF=0 -DPROBE_EXCLUDED_ALONE
+run reach-rerun-after-exit bfs violation -DMAXF=1 -DPROBE_RERUN_AFTER_EXIT
 run reach-sweep-tombstone bfs violation -DMAXF=1 -DPROBE_SWEEP_TOMBSTONE
 run reach-recovery-on-g bfs violation -DMAXF=1 -DPROBE_GROUP_RECOVERY
 # Mutants
@@ -74,6 +77,7 @@ run M_NOTFOUND_IS_GONE bfs violation -DMAXF=1 -DM_NOTFOUND_IS_GONE
 run M_RERUN_AFTER_LOST_WRITE bfs violation -DMAXF=1 -DM_RERUN_AFTER_LOST_WRITE
 run M_WRITE_IGNORES_TOMBSTONE bfs violation -DMAXF=1 -DM_WRITE_IGNORES_TOMBSTONE
 run M_TOMBSTONE_DELETED bfs violation -DMAXF=1 -DM_TOMBSTONE_DELETED
+run M_REGISTRATION_FIRST_FINAL bfs violation -DMAXF=1 -DM_REGISTRATION_FIRST_FINAL
 run M_RETRY_WRITE bfs violation -DMAXF=2 -DM_RETRY_WRITE
 
 finish "batching and shared SQL transactions: all checks passed, every mutant caught"

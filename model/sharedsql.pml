@@ -6,21 +6,30 @@
  * prepared transaction G: each request logs its row active with its own gid, joins the open
  * batch before running any SQL; the leader runs every member's statements in a savepoint of
  * one transaction (a failing member is rolled back to its savepoint and re-runs alone, on the
- * unshared path, with its own gid and its own Kafka transaction), inserts G's marker, PREPAREs
- * G (a fresh gid that no row names yet), produces the records of the members in G, logs every
- * member prepared on G in one write that also inserts G's registration into shared_gids, sends
- * one EndTxn and COMMIT PREPARED G once. The orphan sweep (S3) rolls back a prepared G that no
- * registration names only after inserting a tombstone for it; the marker sweep (S4) deletes
- * G's marker only when every registered member is final. Names, states, the fault model and
- * the properties are batch.pml's (one instance A with its recovery loop, kill -9 at any step,
- * lost answers); what that model checks (id pool, quarantine, reuse) is left out here: every
- * Kafka transaction is its own object, named by its ids, never reused.
+ * unshared path, with its own gid and its own Kafka transaction), inserts G's marker and
+ * PREPAREs G (a fresh gid that no row names yet). Concurrently it produces every member's
+ * records in a first Kafka transaction (coord.phase1Batch). When every member's work is in the
+ * prepared G the batch goes on with that transaction; otherwise (a member excluded, or G failed
+ * as a whole) the leader aborts it, which no row names, and produces the riders' records again
+ * in a second one (S1 by abort). Then it logs every member prepared on G in one write that also
+ * inserts G's registration into shared_gids, sends one EndTxn and COMMIT PREPARED G once. After
+ * a lost PREPARE answer the members re-run alone only when the backend that ran it was seen to
+ * exit and ROLLBACK PREPARED G answered (S5, finding S-F1). The orphan sweep (S3) rolls back a
+ * prepared G that no registration names only after inserting a tombstone for it, and commits a
+ * committed row's own gid only if the row names it (S-F6); the marker sweep (S4) deletes G's
+ * marker only when every registered member is committed, a registration once every member is
+ * committed or aborted, and a tombstone once no row created before it is active (S-F5).
+ * Names, states, the fault model and the properties are batch.pml's (one instance A with its
+ * recovery loop, kill -9 at any step, lost answers); what that model checks (id pool,
+ * quarantine, reuse) is left out here: every Kafka transaction is its own object, named by its
+ * ids, never reused.
  *
  *   MAXF     faults per run: kill -9 of A, A's lock session lost, a lost answer (PREPARE G,
  *            ROLLBACK PREPARED G, the prepared write, EndTxn, COMMIT PREPARED G, a final write),
  *            PREPARE G refused, a record that fails (the Kafka side fails before the prepared
- *            write). Not counted: a member's statement failing (SQLFAIL) and the broker timing
- *            a transaction out (any time).
+ *            write), a Kafka abort that does not get through (the transaction stays open).
+ *            Not counted: a member's statement failing (SQLFAIL), whether the backend of a
+ *            lost PREPARE is seen to exit, and the broker timing a transaction out (any time).
  *   SQLFAIL  mask of the members whose statements may fail (in G: excluded; alone: aborted);
  *            default member 1
  *
@@ -28,23 +37,32 @@
  *   M_SWEEP_NO_TOMBSTONE      S3 rolls back an unnamed G without inserting a tombstone first
  *   M_MARKER_FIRST_FINAL      S4 deletes G's marker when the first registered member is final
  *   M_PRODUCE_BEFORE_EXCLUDE  the records of every member are produced before the SQL phase
- *                             result is known (S1 dropped: an excluded member's records ride)
+ *                             result is known and the first Kafka transaction is not aborted
+ *                             on an exclusion: the batch goes on with it (S1 dropped)
  *   M_RERUN_WITHOUT_ROLLBACK  after the Kafka side failed, the members re-run alone without
  *                             waiting for ROLLBACK PREPARED G to answer
  *   M_NOTFOUND_IS_GONE        after PREPARE G's answer was lost, ROLLBACK PREPARED G answering
- *                             "does not exist" is taken as "G is gone" (finding S-F1)
+ *                             "does not exist" is taken as "G is gone" although the backend
+ *                             that ran the PREPARE was not seen to exit (finding S-F1)
  *   M_WRITE_IGNORES_TOMBSTONE the prepared write inserts the registration "if absent" and goes
  *                             on when a tombstone is already there
  *   M_RETRY_WRITE             the leader retries a prepared write whose answer was lost; a
  *                             refusal (its own first write landed) is followed as a refusal
  *   M_TOMBSTONE_DELETED       the sweep deletes G's tombstone once it has rolled G back
+ *                             (instead of once no row created before it is active, S-F5)
+ *   M_REGISTRATION_FIRST_FINAL G's registration is deleted when the first member it names is
+ *                             final (instead of every member committed or aborted)
  *   M_RERUN_AFTER_LOST_WRITE  after the prepared write's answer was lost, the members re-run
  *                             alone (instead of 202)
  * Variants that are not violations (documented in model/README.md, not in the script):
  *   M_SWEEP_NO_INFLIGHT       S3 does not skip a G in flight (the tombstone alone keeps safety)
- *   NO_ONECOPY                the one-copy property off: M_RERUN_WITHOUT_ROLLBACK and
- *                             M_NOTFOUND_IS_GONE then pass (atomicity holds: an unnamed G never
- *                             commits); M_RERUN_AFTER_LOST_WRITE is still caught (atomicity)
+ *   NO_ONECOPY                the one-copy property off: M_RERUN_WITHOUT_ROLLBACK,
+ *                             M_NOTFOUND_IS_GONE and M_RERUN_AFTER_LOST_WRITE then pass
+ *                             (atomicity holds: an unnamed G never commits, and the orphan
+ *                             sweep rolls back an own gid whose row names G)
+ *   M_ORPHAN_OLD_RULE         the orphan sweep commits any prepared own gid of a committed row
+ *                             (before S-F6): with NO_ONECOPY, M_RERUN_AFTER_LOST_WRITE is caught
+ *                             (atomicity)
  *
  * Properties, per member, in every reachable state (proctype Invariants): atomicity per
  * carrier, committed once, one copy, the answers, the log agrees, no false heuristic.
@@ -52,6 +70,9 @@
  * Probes (each must be violated, showing the path is reachable):
  *   PROBE_SHARED_COMMIT     two members committed through one G and one EndTxn (200 both)
  *   PROBE_EXCLUDED_ALONE    an excluded member commits alone while the other commits through G
+ *                           (so in the second Kafka transaction, the first one aborted)
+ *   PROBE_RERUN_AFTER_EXIT  PREPARE G's answer lost, its backend seen to exit, ROLLBACK PREPARED
+ *                           G answered: a member re-runs alone and commits on its own gid
  *   PROBE_SWEEP_TOMBSTONE   after a crash the sweep rolls back an unnamed G (tombstone path)
  *   PROBE_GROUP_RECOVERY    after a crash recovery commits two members' rows on G
  */
@@ -91,6 +112,7 @@ byte epochA;              /* owner epoch of instance A (fencing) */
 #define REG_TOMB 2        /* tombstone: no members, G is rolled back */
 byte reg;
 byte regm;                /* members named by the registration (mask) */
+byte tbm;                 /* rows that existed when the tombstone was inserted (its created_at) */
 
 /* ---- PostgreSQL: the shared transaction G ---- */
 #define G_NONE   0
@@ -116,13 +138,16 @@ bit  marker[NR];
 #define B_DONE 2
 byte sb[NR];              /* the own-gid sqltxn.Run batch: sent, may still land */
 
-/* ---- Kafka: the batch's transaction, and each member's own (alone) transaction ---- */
+/* ---- Kafka: the batch's transactions, and each member's own (alone) transaction ---- */
 #define K_NONE   0
 #define K_OPEN   1
 #define K_COMMIT 2
 #define K_ABORT  3
-byte ks;
-bit  kin[NR];             /* the member's records are in the batch's transaction */
+byte kst[2];              /* the batch's first transaction (0: every member's records, produced
+                             alongside the SQL phase) and second (1: the riders', produced again) */
+byte kinm[2];             /* the members whose records are in each */
+bit  kb;                  /* the one the batch goes on with: its ids are logged by the prepared write */
+bit  wsent;               /* the leader reached its prepared write: a row may come to name kb */
 byte ko[NR];
 
 #define R_OK      0
@@ -161,6 +186,7 @@ byte nf;
 byte nkill;               /* kills so far */
 byte excl;                /* members excluded from G */
 byte rec;                 /* rows committed on G by recovery */
+byte exitm;               /* members re-run after a lost PREPARE answer, backend seen to exit */
 #if defined(PROBE_SWEEP_TOMBSTONE) || defined(PROBE_GROUP_RECOVERY)
 #define GHOST_KILL nkill++
 #else
@@ -176,10 +202,17 @@ byte rec;                 /* rows committed on G by recovery */
 #else
 #define GHOST_REC(i) skip
 #endif
+#ifdef PROBE_RERUN_AFTER_EXIT
+#define GHOST_EXIT(m) exitm = (m)
+#else
+#define GHOST_EXIT(m) skip
+#endif
 
 /* ================================ properties ================================ */
 
-#define KS(g) (kin[g] && ks == K_COMMIT)           /* its records committed in the batch's txn */
+#define KST(t, g) ((kinm[t] & BIT(g)) && kst[t] == K_COMMIT)
+#define KS(g) (KST(0, g) || KST(1, g))             /* its records committed in a batch's txn */
+#define KSN(g) KST(kb, g)                          /* ... in the one the prepared write names */
 #define KO(g) (ko[g] == K_COMMIT)                  /* ... in its own txn */
 #define SG(g) (ginc[g] && gst == G_COMMIT)         /* its work committed in G */
 #define SO(g) (sql[g] == S_COMMIT)                 /* ... in its own gid */
@@ -195,8 +228,8 @@ byte rec;                 /* rows committed on G by recovery */
 #define ATOM_SG(g) (!(SG(g) && !KS(g)))
 #define ATOM_SO(g) (!(SO(g) && !KO(g)))
 #define ATOM(g)   (ATOM_KS(g) && ATOM_KO(g) && ATOM_SG(g) && ATOM_SO(g))
-/* committed once: never on both paths */
-#define ONCE(g)   (!(KS(g) && KO(g)) && !(SG(g) && SO(g)))
+/* committed once: never on both paths, nor in both of the batch's transactions */
+#define ONCE(g)   (!(KS(g) && KO(g)) && !(SG(g) && SO(g)) && !(KST(0, g) && KST(1, g)))
 /* one copy: a member's work is never prepared (or committed) in G and in its own gid at once */
 #ifdef NO_ONECOPY
 #define ONECOPY(g) true
@@ -206,7 +239,7 @@ byte rec;                 /* rows committed on G by recovery */
 /* answers: 200 only when both sides committed, 409 never followed by a commit */
 #define ANSWERS(g) ((ans[g] != A_OK || (KS(g) && SG(g)) || (KO(g) && SO(g))) && (ans[g] != A_ABORT || !ANYC(g)))
 /* the log agrees: committed has the logged carrier committed on both sides, aborted nothing */
-#define LOGOK(g)  ((row[g] != L_COMMITTED || (rowG[g] -> (SG(g) && KS(g)) : (SO(g) && KO(g)))) && (row[g] != L_ABORTED || !ANYC(g)))
+#define LOGOK(g)  ((row[g] != L_COMMITTED || (rowG[g] -> (SG(g) && KSN(g)) : (SO(g) && KO(g)))) && (row[g] != L_ABORTED || !ANYC(g)))
 /* no false heuristic: nobody resolves by hand in this model */
 #define NOHEUR(g) (row[g] != L_HMIXED)
 
@@ -230,6 +263,9 @@ end_inv:
 #endif
 #ifdef PROBE_GROUP_RECOVERY
 	:: atomic { (rec == 3 && nkill > 0) -> assert(false) }
+#endif
+#ifdef PROBE_RERUN_AFTER_EXIT
+	:: atomic { (((exitm & 1) && row[0] == L_COMMITTED && !rowG[0]) || ((exitm & 2) && row[1] == L_COMMITTED && !rowG[1])) -> assert(false) }
 #endif
 	od
 }
@@ -263,15 +299,16 @@ inline phase2(i, commit, h) {
 	fi
 }
 
-/* EndTxn(commit) by the batch's ids (transaction version 2, no reuse: a retry of a completed
- * commit succeeds, of an aborted transaction answers INVALID_TXN_STATE) */
+/* EndTxn(commit) by the batch's logged ids, those of kb (transaction version 2, no reuse: a
+ * retry of a completed commit succeeds, of an aborted transaction answers INVALID_TXN_STATE) */
 inline ks_commit(r) {
 	if
-	:: ks == K_OPEN -> ks = K_COMMIT; r = R_OK
-	:: ks == K_COMMIT -> r = R_OK
+	:: kst[kb] == K_OPEN -> kst[kb] = K_COMMIT; r = R_OK
+	:: kst[kb] == K_COMMIT -> r = R_OK
 	:: else -> r = R_ABORTED
 	fi
 }
+
 inline ko_commit(g, r) {
 	if
 	:: ko[g] == K_OPEN -> ko[g] = K_COMMIT; r = R_OK
@@ -284,9 +321,23 @@ inline ko_commit(g, r) {
 #define FENCE_OK (epochA == myep)
 #define CAS(g, s) (row[g] == (s) && FENCE_OK)
 #define ALLACTIVE(m) ((((m) & 1) == 0 || row[0] == L_ACTIVE) && (((m) & 2) == 0 || row[1] == L_ACTIVE))
-#define ALLFINAL(m) ((((m) & 1) == 0 || FINAL(row[0])) && (((m) & 2) == 0 || FINAL(row[1])))
 #define ANYFINAL(m) ((((m) & 1) && FINAL(row[0])) || (((m) & 2) && FINAL(row[1])))
 #define ALLIN(m, s) ((((m) & 1) == 0 || row[0] == (s)) && (((m) & 2) == 0 || row[1] == (s)))
+#define DONE(s) ((s) == L_COMMITTED || (s) == L_ABORTED)
+#define ALLDONE(m) ((((m) & 1) == 0 || DONE(row[0])) && (((m) & 2) == 0 || DONE(row[1])))
+#define NOACTIVE(m) ((((m) & 1) == 0 || row[0] != L_ACTIVE) && (((m) & 2) == 0 || row[1] != L_ACTIVE))
+#define ROWS ((row[0] != L_NONE -> 1 : 0) | (row[1] != L_NONE -> 2 : 0))
+
+/* the leader aborts one of the batch's transactions (coord.abortShared; no landed write names
+ * it); an abort that does not get through (a fault) leaves it open until the broker's timeout
+ * (Net) or an InitProducerId aborts it */
+#define ABORTK(t) if :: kst[t] == K_OPEN -> kst[t] = K_ABORT :: else fi
+inline abortK(t) {
+	if
+	:: atomic { LIVE -> ABORTK(t) }
+	:: atomic { LIVE && FAULT }
+	fi
+}
 
 /* B2 with the registration: one log transaction, fenced, all or nothing: every member row
  * active -> prepared on G with the batch's Kafka ids, and INSERT INTO shared_gids (G, members);
@@ -312,7 +363,7 @@ inline members_done(m, a) {
 
 proctype Request(byte g) {
 	byte myinc, myep, m, gm, ex, i, left, r;
-	bit h;
+	bit h, seen;
 
 	atomic { serving -> myinc = inc; myep = heldA; inflight[g] = 1 }
 	/* txlog.Begin (fenced): active, with its own gid */
@@ -332,12 +383,10 @@ proctype Request(byte g) {
 	fi;
 
 	/* ---------------- leader ---------------- */
-	/* seal at any moment; BEGIN G; G is in flight from now on */
-	atomic { LIVE -> m = bmem; openb = NONE; bmem = 0; ginfl = 1; gst = G_OPEN }
-#ifdef M_PRODUCE_BEFORE_EXCLUDE
-	/* the mutant: every member's records produced before the SQL phase's result is known */
-	atomic { LIVE -> ks = K_OPEN; kin[0] = m & 1; kin[1] = (m >> 1) & 1 }
-#endif
+	/* seal at any moment; BEGIN G (in flight from now on) and, alongside the SQL phase, the
+	 * produce of every member's records in the batch's first Kafka transaction
+	 * (coord.phase1Batch; its flush result is read once the SQL phase is done) */
+	atomic { LIVE -> m = bmem; openb = NONE; bmem = 0; ginfl = 1; gst = G_OPEN; kst[0] = K_OPEN; kinm[0] = m }
 	/* each member's statements in a savepoint: SAVEPOINT; statements; RELEASE, or ROLLBACK TO
 	 * SAVEPOINT when they fail: that member is excluded and re-runs alone at once */
 	left = m;
@@ -354,7 +403,12 @@ proctype Request(byte g) {
 	od;
 	gm = m & ~ex;
 	if
-	:: gm == 0 -> atomic { LIVE -> gst = G_ABORT; ginfl = 0 }; goto leaderDone   /* nobody left: ROLLBACK */
+	:: gm == 0 ->                        /* nobody left: G rolled back, the first transaction aborted */
+		if
+		:: atomic { LIVE -> gst = G_ABORT; ginfl = 0; ABORTK(0) }
+		:: atomic { LIVE && FAULT -> gst = G_ABORT; ginfl = 0 }   /* the abort does not get through */
+		fi;
+		goto leaderDone
 	:: else
 	fi;
 
@@ -366,18 +420,30 @@ proctype Request(byte g) {
 		:: atomic { LIVE }
 		:: atomic { LIVE && FAULT }; goto prepLost        /* answer lost */
 		fi
-	:: atomic { LIVE && gpb == 1 && FAULT -> gpb = 2; gst = G_ABORT }; goto rerunAll  /* PREPARE refused: G gone */
+	:: atomic { LIVE && gpb == 1 && FAULT -> gpb = 2; gst = G_ABORT; seen = 1 }; goto gFailed
+	                                                      /* PREPARE refused: the session's ROLLBACK
+	                                                         answers, nothing sent on it can still run */
 	:: atomic { LIVE && gpb == 1 && FAULT -> gpb = 3 }; goto prepLost   /* answer lost; it may still land */
 	fi;
 
-	/* S1: only now, with G prepared, the records of the members in G, in one Kafka transaction */
-#ifndef M_PRODUCE_BEFORE_EXCLUDE
-	atomic { LIVE -> ks = K_OPEN; kin[0] = gm & 1; kin[1] = (gm >> 1) & 1 }
-#endif
-	/* flush, check every record */
+	/* S1 by abort: with a member excluded, the first Kafka transaction, which no row names, is
+	 * aborted and the records of the members in G are produced again in a second one */
 	if
-	:: atomic { LIVE && ks == K_OPEN }
-	:: atomic { LIVE && ks != K_OPEN }; goto kafkaFailed       /* the broker timed it out */
+	:: ex == 0
+	:: else ->
+#ifdef M_PRODUCE_BEFORE_EXCLUDE
+		skip                                                   /* the mutant: goes on with the first */
+#else
+		if
+		:: atomic { LIVE -> ABORTK(0); kst[1] = K_OPEN; kinm[1] = gm; kb = 1 }
+		:: atomic { LIVE && FAULT -> kst[1] = K_OPEN; kinm[1] = gm; kb = 1 }   /* the abort does not get through */
+		fi
+#endif
+	fi;
+	/* flush, check every record of the transaction the batch goes on with */
+	if
+	:: atomic { LIVE && kst[kb] == K_OPEN -> wsent = 1 }     /* the prepared write may be sent from now on */
+	:: atomic { LIVE && kst[kb] != K_OPEN }; goto kafkaFailed  /* the broker timed it out */
 	:: atomic { LIVE && FAULT }; goto kafkaFailed              /* a record failed */
 	fi;
 
@@ -484,25 +550,39 @@ p2lost:
 	goto leaderDone;
 
 prepLost:
-	/* PREPARE G's answer lost, G may be prepared: ROLLBACK PREPARED G. Only a rollback of a
-	 * prepared G proves it gone: "does not exist" may mean that the PREPARE is still on its
-	 * way (PostgreSQL ignores a gid not yet valid) */
+	/* PREPARE G's answer lost, G may be prepared or the PREPARE still on its way (a gid not yet
+	 * valid is skipped by ROLLBACK PREPARED: "does not exist"). sqltxn.Databases.endFailed: the
+	 * connection was cut, pg_terminate_backend and wait; either outcome. Seen to exit: a PREPARE
+	 * on its way has landed or never will. Not seen: it may land at any later moment
+	 * (coord.ErrPrepareMayLand) */
 	if
-	:: atomic { LIVE && gst == G_PREP -> gst = G_ABORT }; goto rerunAll
-	:: atomic { LIVE && gst != G_PREP }
-#ifdef M_NOTFOUND_IS_GONE
-		goto rerunAll
-#endif
-	:: atomic { LIVE && FAULT -> if :: gst == G_PREP -> gst = G_ABORT :: true fi }   /* no answer */
+	:: atomic { LIVE -> if :: gpb == 3 -> gpb = 2; if :: gst == G_OPEN -> gst = G_ABORT :: else fi :: else fi;
+		seen = 1; GHOST_EXIT(gm) }
+	:: atomic { LIVE }
 	fi;
-	goto abort409;
+gFailed:
+	/* G failed as a whole (coord.runGroup): ROLLBACK PREPARED G (rolled back, or "does not exist"
+	 * and no marker: both answer nil); the members re-run alone only if it answered and the
+	 * session is known to be done (S5: coord.groupLost), else 409 */
+#ifdef M_NOTFOUND_IS_GONE
+#define GONE 1                                          /* the mutant: any answer proves G gone */
+#else
+#define GONE seen
+#endif
+	if
+	:: atomic { LIVE -> if :: gst == G_PREP -> gst = G_ABORT :: else fi; r = GONE }
+	:: atomic { LIVE && FAULT -> if :: gst == G_PREP -> gst = G_ABORT :: true fi; r = 0 }  /* no answer */
+	fi;
+	/* then the first Kafka transaction is aborted (coord.phase1Batch); no riders */
+	abortK(0);
+	if
+	:: r == 1 -> goto rerunAll
+	:: else -> goto abort409
+	fi;
 
 kafkaFailed:
 	/* before the prepared write: abort the Kafka transaction, ROLLBACK PREPARED G */
-	if
-	:: atomic { LIVE -> if :: ks == K_OPEN -> ks = K_ABORT :: else fi }
-	:: atomic { LIVE && FAULT }                                /* EndTxn(abort) lost: the broker's timeout */
-	fi;
+	abortK(kb);
 #ifdef M_RERUN_WITHOUT_ROLLBACK
 	/* the mutant: ROLLBACK PREPARED G sent, not waited for; it lands later, or never */
 	atomic { LIVE -> gpb = 3 }
@@ -516,10 +596,7 @@ kafkaFailed:
 refused:
 	/* nothing changed: abort Kafka, roll back G; each member answers from its row (a
 	 * resolver's claim) or 202 */
-	if
-	:: atomic { LIVE -> if :: ks == K_OPEN -> ks = K_ABORT :: else fi }
-	:: atomic { LIVE && FAULT }
-	fi;
+	abortK(kb);
 	atomic { LIVE -> finishG(0, h); h = 0 }
 	atomic { LIVE ->
 		if :: gm & 1 -> ans[0] = (row[0] == L_ABORTED -> A_ABORT : A_DOUBT) :: else fi;
@@ -573,7 +650,7 @@ leaderDone:
 
 	/* ---------------- the unshared path, alone: its own gid, its own Kafka transaction ---- */
 alone:
-	atomic { LIVE -> m = 0; gm = 0; ex = 0; left = 0; i = 0; r = 0; h = 0; sb[g] = B_INFL }
+	atomic { LIVE -> m = 0; gm = 0; ex = 0; left = 0; i = 0; r = 0; h = 0; seen = 0; sb[g] = B_INFL }
 	/* sqltxn.Run: BEGIN, statements, marker, PREPARE of its own gid, in one batch */
 	if
 	:: atomic { sb[g] == B_INFL -> sb[g] = B_DONE; sql[g] = S_PREP }   /* lands (also after a kill) */
@@ -620,7 +697,7 @@ solo:
 		fi;
 		inflight[g] = 0 }
 done:
-	atomic { myinc = 0; myep = 0; m = 0; gm = 0; ex = 0; i = 0; left = 0; r = 0; h = 0 }
+	atomic { myinc = 0; myep = 0; m = 0; gm = 0; ex = 0; i = 0; left = 0; r = 0; h = 0; seen = 0 }
 }
 
 /* ============================== recovery (recovery.Loop) ============================== */
@@ -710,7 +787,7 @@ inline sweepG() {
 		atomic { s = (reg == REG_MEMB -> REG_MEMB : REG_TOMB) }
 #else
 		/* INSERT a tombstone for G unless a registration is there, then read what is there */
-		atomic { if :: reg == REG_NONE -> reg = REG_TOMB :: else fi; s = reg }
+		atomic { if :: reg == REG_NONE -> reg = REG_TOMB; tbm = ROWS :: else fi; s = reg }
 #endif
 		if
 		:: s == REG_TOMB ->
@@ -740,29 +817,50 @@ inline sweepG() {
 	fi
 }
 
-/* S4: G's marker deleted only when every member its registration names is final; own
- * markers of final rows deleted */
+/* S4 (recovery.Loop.sharedMarkers): G's marker deleted only when every member its registration
+ * names is committed, or when the registration is gone; own markers of final rows deleted.
+ * Then txlog.Log.DeleteShared (S-F5): a registration once every member it names is committed or
+ * aborted; a tombstone once no row created before it is active (a late prepared write needs
+ * every member row active, and each was created before G, so before the tombstone) */
 inline sweepMarkers() {
 	atomic {
 #ifdef M_MARKER_FIRST_FINAL
 		if :: gmarker && reg == REG_MEMB && ANYFINAL(regm) -> gmarker = 0 :: else fi;
 #else
-		if :: gmarker && reg == REG_MEMB && ALLFINAL(regm) -> gmarker = 0 :: else fi;
+		if :: gmarker && (reg == REG_NONE || (reg == REG_MEMB && ALLIN(regm, L_COMMITTED))) -> gmarker = 0 :: else fi;
 #endif
 		if :: marker[0] && FINAL(row[0]) -> marker[0] = 0 :: else fi;
-		if :: marker[1] && FINAL(row[1]) -> marker[1] = 0 :: else fi
+		if :: marker[1] && FINAL(row[1]) -> marker[1] = 0 :: else fi;
+		/* (in the code a write of its own, after the markers; no step between them depends on
+		 * it: a registration whose members are all final refuses nothing a write could do) */
+		if
+#ifdef M_REGISTRATION_FIRST_FINAL
+		:: reg == REG_MEMB && ANYFINAL(regm) -> reg = REG_NONE; regm = 0
+#else
+		:: reg == REG_MEMB && ALLDONE(regm) -> reg = REG_NONE; regm = 0
+#endif
+		:: reg == REG_TOMB && NOACTIVE(tbm) -> reg = REG_NONE; tbm = 0
+		:: else
+		fi
 	}
 }
 
-/* orphans of own gids, as today: a prepared own gid not in flight follows its row's final
- * state (committed: commit; aborted: roll back) */
+/* orphans of own gids (recovery.Loop.orphans): a prepared own gid not in flight of a committed
+ * row is committed only if the row names it as where its work is (txlog.Log.NamesSQLGID), and
+ * rolled back if the row names G (S-F6); of an aborted row, rolled back */
+#ifdef M_ORPHAN_OLD_RULE
+#define NAMES_OWN(g) true
+#else
+#define NAMES_OWN(g) (!rowG[g])
+#endif
 inline orphans() {
 	atomic {
 		g = 0;
 		do
 		:: g < NR ->
 			if
-			:: sql[g] == S_PREP && !inflight[g] && row[g] == L_COMMITTED -> finishOwn(g, 1, h)
+			:: sql[g] == S_PREP && !inflight[g] && row[g] == L_COMMITTED && NAMES_OWN(g) -> finishOwn(g, 1, h)
+			:: sql[g] == S_PREP && !inflight[g] && row[g] == L_COMMITTED && !NAMES_OWN(g) -> finishOwn(g, 0, h)
 			:: sql[g] == S_PREP && !inflight[g] && row[g] == L_ABORTED -> finishOwn(g, 0, h)
 			:: else
 			fi;
@@ -797,7 +895,8 @@ end_loop:
 proctype Net() {
 end_net:
 	do
-	:: atomic { ks == K_OPEN -> ks = K_ABORT }
+	:: atomic { kst[0] == K_OPEN -> kst[0] = K_ABORT }
+	:: atomic { kst[1] == K_OPEN -> kst[1] = K_ABORT }
 	:: atomic { ko[0] == K_OPEN -> ko[0] = K_ABORT }
 	:: atomic { ko[1] == K_OPEN -> ko[1] = K_ABORT }
 #ifdef M_RERUN_WITHOUT_ROLLBACK
@@ -817,7 +916,12 @@ end_faults:
 		inflight[0] = 0; inflight[1] = 0; ginfl = 0;
 		openb = NONE; bmem = 0;
 		/* the leader's connection is gone: an open G whose PREPARE was not sent is rolled back */
-		if :: gst == G_OPEN && gpb == 0 -> gst = G_ABORT :: else fi }
+		if :: gst == G_OPEN && gpb == 0 -> gst = G_ABORT :: else fi;
+		/* a reduction, not a behaviour: before the prepared write no row can ever name the
+		 * batch's transactions, so when the broker times them out is unobservable; they are
+		 * taken as timed out at once */
+		if :: !wsent && kst[0] == K_OPEN -> kst[0] = K_ABORT :: else fi;
+		if :: !wsent && kst[1] == K_OPEN -> kst[1] = K_ABORT :: else fi }
 	:: atomic { lockA == 1 && FAULT -> lockA = 0 }
 	od
 }

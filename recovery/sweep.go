@@ -132,7 +132,7 @@ func (l *Loop) sweepMarkers(ctx context.Context, st *Stats) error {
 		st.Markers += len(del)
 	}
 	// Registrations and tombstones that protect nothing any more (every member final, or a
-	// tombstone past the marker age, when no late prepared write can come).
+	// tombstone once no active row is older than it, so no late prepared write can land).
 	if _, err := l.log.DeleteShared(ctx, nil, l.cfg.MarkerAge); err != nil {
 		errs = errors.Join(errs, err)
 	}
