@@ -244,12 +244,14 @@ func constBool(n *pg.Node) (bool, bool) {
 }
 
 // cache keeps recent answers; statements repeat, parsing costs tens of microseconds.
-var cache = &answers{m: map[cacheKey]error{}}
+var cache = newAnswers[cacheKey, error]()
 
 type cacheKey struct {
 	stmt     string
 	confined bool
 }
+
+func (k cacheKey) size() int { return len(k.stmt) }
 
 // cacheMax bounds the cache; statements longer than cacheMaxLen are not kept.
 const (
@@ -257,20 +259,31 @@ const (
 	cacheMaxLen = 4096
 )
 
-type answers struct {
+// answers is a bounded cache of answers by statement (Check's and Shareable's).
+type answers[K interface {
+	comparable
+	size() int
+}, V any] struct {
 	mu sync.Mutex
-	m  map[cacheKey]error
+	m  map[K]V
 }
 
-func (a *answers) get(k cacheKey) (error, bool) {
+func newAnswers[K interface {
+	comparable
+	size() int
+}, V any]() *answers[K, V] {
+	return &answers[K, V]{m: map[K]V{}}
+}
+
+func (a *answers[K, V]) get(k K) (V, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	v, ok := a.m[k]
 	return v, ok
 }
 
-func (a *answers) put(k cacheKey, v error) {
-	if len(k.stmt) > cacheMaxLen {
+func (a *answers[K, V]) put(k K, v V) {
+	if k.size() > cacheMaxLen {
 		return
 	}
 	a.mu.Lock()

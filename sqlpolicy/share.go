@@ -1,10 +1,6 @@
 package sqlpolicy
 
-import (
-	"sync"
-
-	pg "github.com/pganalyze/pg_query_go/v6"
-)
+import pg "github.com/pganalyze/pg_query_go/v6"
 
 // Shareable reports whether a statement that Check accepts may run inside a PostgreSQL
 // transaction shared with other requests (docs/batching.md section 12): a plain query or
@@ -14,11 +10,11 @@ import (
 // (locks held by a schema change, a cursor, a setting) reaches nobody else. A statement the
 // parser rejects is not shareable.
 func Shareable(stmt string) bool {
-	if v, ok := shareCache.get(stmt); ok {
+	if v, ok := shareCache.get(shareKey(stmt)); ok {
 		return v
 	}
 	v := shareable(stmt)
-	shareCache.put(stmt, v)
+	shareCache.put(shareKey(stmt), v)
 	return v
 }
 
@@ -38,28 +34,8 @@ func shareable(stmt string) bool {
 }
 
 // shareCache keeps recent answers, bounded like cache.
-var shareCache = &shareAnswers{m: map[string]bool{}}
+var shareCache = newAnswers[shareKey, bool]()
 
-type shareAnswers struct {
-	mu sync.Mutex
-	m  map[string]bool
-}
+type shareKey string
 
-func (a *shareAnswers) get(k string) (bool, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	v, ok := a.m[k]
-	return v, ok
-}
-
-func (a *shareAnswers) put(k string, v bool) {
-	if len(k) > cacheMaxLen {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.m) >= cacheMax {
-		clear(a.m)
-	}
-	a.m[k] = v
-}
+func (k shareKey) size() int { return len(k) }

@@ -86,14 +86,9 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	br := conn.SendBatch(ctx, b)
 	results, err := readResults(br, database, stmts, d.role != "", afterWork)
 	if err == nil {
-		// PREPARE (or COMMIT) answered: the outcome is known whatever happens to the reset. A
-		// connection whose reset did not answer is not reused.
-		_, rerr := br.Exec()
-		rerr = errors.Join(rerr, br.Close())
-		resetDone, discard = rerr == nil, rerr != nil
-		if rerr != nil {
-			d.logger.Warn("could not reset a connection; closing it", "database", database, "error", rerr)
-		}
+		// PREPARE (or COMMIT) answered: the outcome is known whatever happens to the reset.
+		resetDone = d.readReset(br, database)
+		discard = !resetDone
 		return results, nil
 	}
 	_ = br.Close()
@@ -112,6 +107,17 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 		f.Unavailable = false
 	}
 	return nil, f
+}
+
+// readReset reads the answer of the DISCARD ALL queued last in a batch and closes it; a
+// connection whose reset did not answer is not reused (done=false).
+func (d *Databases) readReset(br pgx.BatchResults, database string) (done bool) {
+	_, err := br.Exec()
+	if err = errors.Join(err, br.Close()); err != nil {
+		d.logger.Warn("could not reset a connection; closing it", "database", database, "error", err)
+		return false
+	}
+	return true
 }
 
 // endFailed makes sure a session whose batch failed keeps no open (aborted) transaction and

@@ -55,12 +55,9 @@ func (d *Databases) RunShared(ctx context.Context, database string, members [][]
 		failed, err := s.read(br, first, afterWork)
 		switch {
 		case err == nil:
-			_, rerr := br.Exec() // DISCARD ALL: the outcome is known whatever it answers
-			rerr = errors.Join(rerr, br.Close())
-			resetDone, discard = rerr == nil, rerr != nil
-			if rerr != nil {
-				d.logger.Warn("could not reset a connection; closing it", "database", database, "error", rerr)
-			}
+			// PREPARE answered: the outcome is known whatever the reset answers.
+			resetDone = d.readReset(br, database)
+			discard = !resetDone
 			return out
 		case failed >= 0 && !errors.Is(err, coord.ErrConfinementBreach):
 			// One request's statement failed: undo it alone and go on with the rest.
