@@ -212,6 +212,28 @@ func (r *batchRun) sweep(t *testing.T, g string) {
 	}
 }
 
+// claimBeforePreparedWrite has a resolver claim and resolve the row gid right before the
+// batch's first prepared write (a race with the live leader at that exact step).
+func claimBeforePreparedWrite(t *testing.T, gid string) func(*world) func(int, string) mode {
+	t.Helper()
+	var once sync.Once
+	return func(w *world) func(int, string) mode {
+		return func(_ int, op string) mode {
+			if op != "log.prepared_batch" {
+				return pass
+			}
+			once.Do(func() {
+				rows, _, _, _ := w.snapshot()
+				rules := coord.Rules{Log: fakeLog{w}, SQL: fakeSQL{w}, Kafka: fakeKafka{w}}
+				_, err := rules.Resolve(context.WithValue(context.Background(), resolverKey{}, true), rows[gid],
+					coord.Fence{Instance: "r", Epoch: 1}, nil)
+				assert.NoError(t, err)
+			})
+			return pass
+		}
+	}
+}
+
 func count(ops []string, op string) int {
 	n := 0
 	for _, o := range ops {
@@ -281,22 +303,7 @@ func TestBatchFaultAtEveryStep(t *testing.T) {
 // as a whole, nothing commits on that Kafka transaction, and every answer follows its row.
 func TestBatchPreparedWriteRefused(t *testing.T) {
 	t.Parallel()
-	var once sync.Once
-	claim := func(w *world) func(int, string) mode {
-		return func(_ int, op string) mode {
-			if op != "log.prepared_batch" {
-				return pass
-			}
-			once.Do(func() {
-				rows, _, _, _ := w.snapshot()
-				rules := coord.Rules{Log: fakeLog{w}, SQL: fakeSQL{w}, Kafka: fakeKafka{w}}
-				_, err := rules.Resolve(context.WithValue(context.Background(), resolverKey{}, true), rows["p_r1"],
-					coord.Fence{Instance: "r", Epoch: 1}, nil)
-				assert.NoError(t, err)
-			})
-			return pass
-		}
-	}
+	claim := claimBeforePreparedWrite(t, "p_r1")
 	r := runBatch(t, claim)
 	states := r.check(t)
 	assert.Equal(t, coord.StateAborted, states["r1"])

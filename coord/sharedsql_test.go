@@ -1,7 +1,6 @@
 package coord_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -129,22 +128,7 @@ func TestSharedSQLTombstoneRefusesPreparedWrite(t *testing.T) {
 // shared transaction is rolled back, and every member answers from its row.
 func TestSharedSQLPreparedWriteRefused(t *testing.T) {
 	t.Parallel()
-	var once sync.Once
-	claim := func(w *world) func(int, string) mode {
-		return func(_ int, op string) mode {
-			if op != "log.prepared_batch" {
-				return pass
-			}
-			once.Do(func() {
-				rows, _, _, _ := w.snapshot()
-				rules := coord.Rules{Log: fakeLog{w}, SQL: fakeSQL{w}, Kafka: fakeKafka{w}}
-				_, err := rules.Resolve(context.WithValue(context.Background(), resolverKey{}, true), rows["p_r1"],
-					coord.Fence{Instance: "r", Epoch: 1}, nil)
-				assert.NoError(t, err)
-			})
-			return pass
-		}
-	}
+	claim := claimBeforePreparedWrite(t, "p_r1")
 	r := runBatchWith(t, true, claim)
 	states := r.check(t)
 	assert.Equal(t, coord.StateAborted, states["r1"])
