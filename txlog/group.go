@@ -36,10 +36,11 @@ type groupCommit struct {
 }
 
 type write struct {
-	sql  string
-	args []any
-	scan func(pgx.Row) error // the write's own answer; its error fails only this write
-	err  chan error
+	sql   string
+	args  []any
+	scan  func(pgx.Row) error // the write's own answer; its error fails only this write
+	err   chan error
+	begin *beginRow // a Begin, which a flush may merge with others (mergeBegins); else nil
 }
 
 // writers is how many batches may be in flight at once: one commits while the next fills.
@@ -56,12 +57,13 @@ func newGroupCommit(pool *pgxpool.Pool, obs Observer) *groupCommit {
 
 // do queues a write and waits for its answer. When ctx ends first the write may still commit:
 // the error says so, and the caller must treat the write as unknown.
-func (g *groupCommit) do(ctx context.Context, sql string, args []any, scan func(pgx.Row) error) error {
+// begin, when not nil, lets a flush merge this write with the other Begins it carries.
+func (g *groupCommit) do(ctx context.Context, sql string, args []any, begin *beginRow, scan func(pgx.Row) error) error {
 	defer g.pending.Add(-1)
 	if g.pending.Add(1) == 1 {
 		return g.alone(ctx, sql, args, scan)
 	}
-	w := &write{sql: sql, args: args, scan: scan, err: make(chan error, 1)}
+	w := &write{sql: sql, args: args, scan: scan, err: make(chan error, 1), begin: begin}
 	select {
 	case g.reqs <- w:
 	case <-g.closed:
@@ -134,20 +136,26 @@ func (g *groupCommit) flush(batch []*write) {
 		start := time.Now()
 		defer func() { g.obs.ObserveLogBatch(len(batch), time.Since(start)) }()
 	}
-	errs := make([]error, len(batch))
+	if len(batch) == 1 {
+		// Alone: an autocommit statement, no BEGIN/COMMIT.
+		w := batch[0]
+		w.err <- w.scan(g.pool.QueryRow(ctx, w.sql, w.args...))
+		return
+	}
+	// The Begins of the batch go first, as one statement; the other writes follow, each its own.
+	merged, rest, msql, margs := mergeBegins(batch)
+	errs := make([]error, len(merged)+len(rest))
 	err := func() error {
-		if len(batch) == 1 {
-			// Alone: an autocommit statement, no BEGIN/COMMIT round trips.
-			errs[0] = batch[0].scan(g.pool.QueryRow(ctx, batch[0].sql, batch[0].args...))
-			return nil
-		}
 		// BEGIN, the writes and COMMIT in one round trip. A statement that fails makes the
 		// server skip the rest, COMMIT included: every write of the batch fails, as none
 		// committed. A connection left inside the failed transaction is not reused (pgxpool
 		// destroys a connection released in a transaction).
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
-		for _, w := range batch {
+		if merged != nil {
+			b.Queue(msql, margs...)
+		}
+		for _, w := range rest {
 			b.Queue(w.sql, w.args...)
 		}
 		b.Queue("COMMIT")
@@ -156,10 +164,18 @@ func (g *groupCommit) flush(batch []*write) {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		for i, w := range batch {
+		if merged != nil {
+			rows, _ := br.Query()
+			if err := readMerged(rows, merged, errs); err != nil {
+				for i := range merged {
+					errs[i] = err
+				}
+			}
+		}
+		for i, w := range rest {
 			// A write's own answer (a compare-and-set that matched no row) fails only it; an
 			// SQL error aborts the transaction, and COMMIT's answer below fails them all.
-			errs[i] = w.scan(br.QueryRow())
+			errs[len(merged)+i] = w.scan(br.QueryRow())
 		}
 		ct, err := br.Exec()
 		if err != nil {
@@ -170,8 +186,8 @@ func (g *groupCommit) flush(batch []*write) {
 		}
 		return br.Close()
 	}()
-	for i, w := range batch {
-		if err != nil && (len(batch) > 1 || errs[i] == nil) {
+	for i, w := range append(merged, rest...) {
+		if err != nil {
 			errs[i] = err
 		}
 		w.err <- errs[i]

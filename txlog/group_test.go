@@ -3,6 +3,7 @@ package txlog_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -136,6 +137,119 @@ func TestGroupCommitRefusedWrite(t *testing.T) {
 			assert.Equal(t, coord.StateAborted, got.State, "write %d answered nil", i)
 		} else {
 			assert.Equal(t, coord.StateActive, got.State, "write %d answered %v, yet its row changed", i, errs[i])
+		}
+	}
+}
+
+// Concurrent Begins under group commit are merged into one statement per flush; each keeps
+// the answer it has alone: a new id is created; of two Begins of one id, one creates the row
+// and the other finds it; a finished row is found, not changed; a row aborted with a retriable
+// error is reset only for the same digest; a stale epoch begins nothing. Every created or reset
+// row gets its one 'active' event.
+func TestGroupCommitMergedBegins(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	obs := &countingObserver{}
+	l, pool := newLogWith(t, txlog.Options{GroupCommit: true, Observer: obs})
+	stale, err := txlog.BumpEpoch(ctx, pool, "a")
+	require.NoError(t, err)
+	const n = 24
+	finish := func(id string, class coord.Class) {
+		t.Helper()
+		r, created, err := l.Begin(ctx, row(id, stale))
+		require.NoError(t, err)
+		require.True(t, created)
+		r.Error = &coord.ErrorDetail{Participant: "sql:default", Class: class, Message: "ended"}
+		require.NoError(t, l.Transition(ctx, r, coord.StateAborted))
+	}
+	for i := range n {
+		finish(fmt.Sprintf("keep-%d", i), coord.ClassAbortable)
+		finish(fmt.Sprintf("retry-%d", i), coord.ClassRetriable)
+		finish(fmt.Sprintf("digest-%d", i), coord.ClassRetriable)
+	}
+	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
+	require.NoError(t, err)
+	before := obs.largest.Load()
+
+	type attempt struct {
+		id      string
+		epoch   int64
+		digest  byte
+		created bool
+		state   coord.State
+		err     error
+	}
+	var attempts []*attempt
+	add := func(id string, epoch int64, digest byte) {
+		attempts = append(attempts, &attempt{id: id, epoch: epoch, digest: digest})
+	}
+	for i := range n {
+		add(fmt.Sprintf("new-%d", i), epoch, 1)
+		add(fmt.Sprintf("dup-%d", i), epoch, 1)
+		add(fmt.Sprintf("dup-%d", i), epoch, 1)
+		add(fmt.Sprintf("keep-%d", i), epoch, 1)
+		add(fmt.Sprintf("retry-%d", i), epoch, 1)
+		add(fmt.Sprintf("digest-%d", i), epoch, 2)
+		add(fmt.Sprintf("fenced-%d", i), stale, 1)
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, a := range attempts {
+		wg.Go(func() {
+			<-start
+			r := row(a.id, a.epoch)
+			r.Digest = []byte{a.digest}
+			got, created, err := l.Begin(ctx, r)
+			a.created, a.err = created, err
+			if err == nil {
+				a.state = got.State
+				assert.Equal(t, r.GID, got.GID, "%s", a.id)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	assert.Greater(t, obs.largest.Load(), before, "concurrent Begins shared a flush")
+
+	dups := map[string]int{}
+	for _, a := range attempts {
+		kind := a.id[:strings.IndexByte(a.id, '-')]
+		switch kind {
+		case "fenced":
+			assert.ErrorIs(t, a.err, coord.ErrNotOwner, "%s", a.id)
+			_, err := l.Get(ctx, a.id)
+			assert.ErrorIs(t, err, coord.ErrNotFound, "%s: a stale epoch began a row", a.id)
+			continue
+		case "dup":
+			require.NoError(t, a.err, "%s", a.id)
+			if a.created {
+				dups[a.id]++
+			}
+			continue
+		}
+		require.NoError(t, a.err, "%s", a.id)
+		want := map[string]struct {
+			created bool
+			state   coord.State
+		}{"new": {true, coord.StateActive}, "retry": {true, coord.StateActive},
+			"keep": {false, coord.StateAborted}, "digest": {false, coord.StateAborted}}[kind]
+		assert.Equal(t, want.created, a.created, "%s", a.id)
+		assert.Equal(t, want.state, a.state, "%s", a.id)
+	}
+	for i := range n {
+		id := fmt.Sprintf("dup-%d", i)
+		assert.Equal(t, 1, dups[id], "%s: exactly one of its two Begins created it", id)
+		for kind, want := range map[string]int{"new": 1, "dup": 1, "retry": 2, "keep": 1, "digest": 1} {
+			id := fmt.Sprintf("%s-%d", kind, i)
+			events, err := l.Events(ctx, "p_"+id)
+			require.NoError(t, err)
+			active := 0
+			for _, e := range events {
+				if e.State == coord.StateActive {
+					active++
+				}
+			}
+			assert.Equal(t, want, active, "%s: 'active' events", id)
 		}
 	}
 }

@@ -61,13 +61,19 @@ func (l *Log) Close() {
 
 // queryRow runs one state write, through group commit when it is on.
 func (l *Log) queryRow(ctx context.Context, sql string, args []any, scan func(pgx.Row) error) error {
+	return l.queryRowMerged(ctx, sql, args, nil, scan)
+}
+
+// queryRowMerged is queryRow for a Begin, which group commit may merge with the other Begins
+// of its flush (mergeBegins).
+func (l *Log) queryRowMerged(ctx context.Context, sql string, args []any, begin *beginRow, scan func(pgx.Row) error) error {
 	if l.obs != nil {
 		defer l.observeWrite(time.Now())
 	}
 	if l.group == nil {
 		return scan(l.pool.QueryRow(ctx, sql, args...))
 	}
-	return l.group.do(ctx, sql, args, scan)
+	return l.group.do(ctx, sql, args, begin, scan)
 }
 
 func (l *Log) observeWrite(start time.Time) { l.obs.ObserveLogWrite(time.Since(start)) }
@@ -85,60 +91,6 @@ const columns = `gid, request_id, request_digest, instance_id, state, transactio
 // another (takeover) or re-claimed by itself has an older epoch and writes nothing.
 func fenced(o, e int) string {
 	return fmt.Sprintf(`EXISTS (SELECT 1 FROM coordinator_instances i WHERE i.instance_id = $%d AND i.epoch = $%d)`, o, e)
-}
-
-// Begin inserts the transaction as active, owned by t.Owner at t.OwnerEpoch, only while that
-// instance still holds that epoch (else coord.ErrNotOwner). An existing row with the same
-// request id is returned with created=false, except a row that ended aborted with a retriable
-// error and the same digest: the API told the caller that retrying is safe, so it is reset to
-// active and run again (its participants were all rolled back).
-func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transaction, bool, error) {
-	_, gidsJSON, _, err := marshal3(nil, t.SQLGIDs, nil)
-	if err != nil {
-		return nil, false, err
-	}
-	var stored *coord.Transaction
-	err = l.queryRow(ctx, `
-WITH ins AS (
-    INSERT INTO coordinator_transactions (gid, request_id, request_digest, instance_id, state, sql_gids,
-        owner_instance, owner_epoch, one_phase)
-    SELECT $1, $2, $3, $4, 'active', $5, $4, $6, $7 WHERE `+fenced(4, 6)+`
-    ON CONFLICT (request_id) DO UPDATE
-        SET state = 'active', instance_id = EXCLUDED.instance_id, updated_at = now(),
-            owner_instance = EXCLUDED.owner_instance, owner_epoch = EXCLUDED.owner_epoch,
-            one_phase = EXCLUDED.one_phase,
-            error_participant = NULL, error_class = NULL, error_message = NULL,
-            error_sqlstate = NULL, finished_at = NULL, sql_results = '[]', kafka_records = '[]',
-            transactional_id = NULL, producer_id = NULL, producer_epoch = NULL,
-            prepared_state = NULL, sql_gids = EXCLUDED.sql_gids, attempts = 0,
-            next_attempt_at = now(), last_error = NULL
-        WHERE coordinator_transactions.state = 'aborted'
-          AND coordinator_transactions.error_class = 'retriable'
-          AND coordinator_transactions.request_digest = EXCLUDED.request_digest
-    RETURNING `+columns+`
-), ev AS (
-    INSERT INTO coordinator_events (gid, state) SELECT gid, 'active' FROM ins
-)
-SELECT `+columns+` FROM ins`,
-		[]any{t.GID, t.ID, t.Digest, t.Instance, gidsJSON, t.OwnerEpoch, t.OnePhase}, func(row pgx.Row) (err error) {
-			stored, err = scan(row)
-			return err
-		})
-	if err == nil {
-		return stored, true, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, fmt.Errorf("txlog: begin %s: %w", t.GID, err)
-	}
-	stored, err = l.Get(ctx, t.ID)
-	if errors.Is(err, coord.ErrNotFound) {
-		return nil, false, fmt.Errorf("txlog: begin %s: instance %q no longer holds epoch %d: %w",
-			t.GID, t.Instance, t.OwnerEpoch, coord.ErrNotOwner)
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return stored, false, nil
 }
 
 // Prepared stores the Kafka ids, the prepared state, the offsets and the SQL gids with state

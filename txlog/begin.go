@@ -1,0 +1,174 @@
+package txlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// beginRow is what Begin inserts: one row of beginSQL.
+type beginRow struct {
+	gid, requestID, instance string
+	digest                   []byte
+	sqlGIDs                  string // JSON
+	epoch                    int64
+	onePhase                 bool
+}
+
+// beginSQL begins many rows in one statement ($1..$7: beginRow's fields, as arrays), each
+// fenced on its own owner's epoch (the instance must still hold it). A new request id is
+// inserted. An existing row of the request id is left as it is and not returned, except a row
+// that ended aborted with a retriable error and the same digest: the API told the caller that
+// retrying is safe, and its participants were all rolled back, so it is reset to active.
+//
+// ON CONFLICT DO NOTHING has no conflict target, so that every unique index is an arbiter: a
+// Begin racing another one of the same request id (in another transaction of the log, still
+// uncommitted) waits for it and then finds its row, whichever index it meets first. With only
+// request_id as the arbiter, one that met the racing row's gid in the primary key first failed
+// with a unique violation, and the whole group commit with it. The reset is its own
+// data-modifying CTE: it sees only rows committed before the statement began (never the ones
+// it inserts), and a racing reset of the same row re-checks state and finds it active.
+//
+// The request ids must be distinct (one statement would insert the first and return both):
+// mergeBegins sees to it.
+var beginSQL = `
+WITH x AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::text[], $6::bigint[], $7::boolean[])
+        AS x(gid, request_id, digest, instance, sql_gids, epoch, one_phase)
+    WHERE EXISTS (SELECT 1 FROM coordinator_instances i WHERE i.instance_id = x.instance AND i.epoch = x.epoch)
+), ins AS (
+    INSERT INTO coordinator_transactions (gid, request_id, request_digest, instance_id, state, sql_gids,
+        owner_instance, owner_epoch, one_phase)
+    SELECT gid, request_id, digest, instance, 'active', sql_gids::jsonb, instance, epoch, one_phase FROM x
+    ON CONFLICT DO NOTHING
+    RETURNING ` + columns + `
+), reset AS (
+    UPDATE coordinator_transactions t
+    SET state = 'active', instance_id = x.instance, updated_at = now(),
+        owner_instance = x.instance, owner_epoch = x.epoch, one_phase = x.one_phase,
+        error_participant = NULL, error_class = NULL, error_message = NULL,
+        error_sqlstate = NULL, finished_at = NULL, sql_results = '[]', kafka_records = '[]',
+        transactional_id = NULL, producer_id = NULL, producer_epoch = NULL,
+        prepared_state = NULL, sql_gids = x.sql_gids::jsonb, attempts = 0,
+        next_attempt_at = now(), last_error = NULL
+    FROM x
+    WHERE t.request_id = x.request_id AND t.state = 'aborted' AND t.error_class = 'retriable'
+      AND t.request_digest = x.digest
+    RETURNING ` + tColumns + `
+), began AS (
+    SELECT * FROM ins UNION ALL SELECT * FROM reset
+), ev AS (
+    INSERT INTO coordinator_events (gid, state) SELECT gid, 'active' FROM began
+)
+SELECT ` + columns + ` FROM began`
+
+// tColumns is columns of the table named t.
+var tColumns = func() string {
+	cs := strings.Split(columns, ",")
+	for i, c := range cs {
+		cs[i] = "t." + strings.TrimSpace(c)
+	}
+	return strings.Join(cs, ", ")
+}()
+
+// requestIDColumn is the position of request_id in columns, which beginSQL returns.
+const requestIDColumn = 1
+
+// Begin inserts the transaction as active, owned by t.Owner at t.OwnerEpoch, only while that
+// instance still holds that epoch (else coord.ErrNotOwner). An existing row with the same
+// request id is returned with created=false, except a row that ended aborted with a retriable
+// error and the same digest, which is reset and run again (beginConflict). Under group commit,
+// the Begins of one flush are one statement (mergeBegins).
+func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transaction, bool, error) {
+	_, gidsJSON, _, err := marshal3(nil, t.SQLGIDs, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	row := &beginRow{gid: t.GID, requestID: t.ID, instance: t.Instance, digest: t.Digest,
+		sqlGIDs: string(gidsJSON), epoch: t.OwnerEpoch, onePhase: t.OnePhase}
+	var stored *coord.Transaction
+	err = l.queryRowMerged(ctx, beginSQL, beginArgs(row), row, func(r pgx.Row) (err error) {
+		stored, err = scan(r)
+		return err
+	})
+	if err == nil {
+		return stored, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("txlog: begin %s: %w", t.GID, err)
+	}
+	stored, err = l.Get(ctx, t.ID)
+	if errors.Is(err, coord.ErrNotFound) {
+		if _, gerr := l.getBy(ctx, "gid", t.GID); gerr == nil {
+			// Only a log shared by coordinators of different gid prefixes can get here.
+			return nil, false, fmt.Errorf("txlog: begin %s: the gid belongs to another request id", t.GID)
+		}
+		return nil, false, fmt.Errorf("txlog: begin %s: instance %q no longer holds epoch %d: %w",
+			t.GID, t.Instance, t.OwnerEpoch, coord.ErrNotOwner)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return stored, false, nil
+}
+
+// mergeBegins takes the Begins of a flush with distinct request ids out of it, when there are
+// at least two, and returns them with their one statement; the rest of the batch (other writes,
+// and a Begin repeating a request id, which must see the first one's row) stays statements of
+// their own, sent after it in the same transaction. Merging changes nothing of a Begin's
+// answer: each row is fenced, inserted or met by beginConflict exactly as alone.
+func mergeBegins(batch []*write) (merged []*write, rest []*write, sql string, args []any) {
+	seen := map[string]bool{}
+	for _, w := range batch {
+		if w.begin != nil && !seen[w.begin.requestID] {
+			seen[w.begin.requestID] = true
+			merged = append(merged, w)
+			continue
+		}
+		rest = append(rest, w)
+	}
+	if len(merged) < 2 {
+		return nil, batch, "", nil
+	}
+	rows := make([]*beginRow, len(merged))
+	for i, w := range merged {
+		rows[i] = w.begin
+	}
+	return merged, rest, beginSQL, beginArgs(rows...)
+}
+
+// beginArgs are beginSQL's arguments for the rows.
+func beginArgs(rows ...*beginRow) []any {
+	n := len(rows)
+	gids, ids, instances, sqlGIDs := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	digests, epochs, onePhase := make([][]byte, n), make([]int64, n), make([]bool, n)
+	for i, b := range rows {
+		gids[i], ids[i], instances[i], sqlGIDs[i] = b.gid, b.requestID, b.instance, b.sqlGIDs
+		digests[i], epochs[i], onePhase[i] = b.digest, b.epoch, b.onePhase
+	}
+	return []any{gids, ids, digests, instances, sqlGIDs, epochs, onePhase}
+}
+
+// readMerged hands each row of mergedBeginSQL's answer to its Begin's scan; a Begin whose row
+// is not in the answer (fenced, or an existing row kept) gets pgx.ErrNoRows, as alone.
+func readMerged(rows pgx.Rows, merged []*write, errs []error) error {
+	defer rows.Close()
+	byID := make(map[string]int, len(merged))
+	for i, w := range merged {
+		byID[w.begin.requestID] = i
+		errs[i] = pgx.ErrNoRows
+	}
+	for rows.Next() {
+		i, ok := byID[string(rows.RawValues()[requestIDColumn])]
+		if !ok {
+			return fmt.Errorf("txlog: merged begin returned a request id it was not given")
+		}
+		errs[i] = merged[i].scan(rows)
+	}
+	return rows.Err()
+}
