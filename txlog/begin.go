@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -20,23 +19,19 @@ type beginRow struct {
 	onePhase                 bool
 }
 
-// beginSQL begins many rows in one statement ($1..$7: beginRow's fields, as arrays), each
-// fenced on its own owner's epoch (the instance must still hold it). A new request id is
-// inserted. An existing row of the request id is left as it is and not returned, except a row
-// that ended aborted with a retriable error and the same digest: the API told the caller that
-// retrying is safe, and its participants were all rolled back, so it is reset to active.
+// beginSQL inserts many rows in one statement ($1..$7: beginRow's fields, as arrays), each
+// fenced on its own owner's epoch (the instance must still hold it). A row whose request id (or
+// gid) exists is not inserted and not returned: Begin then tries resetSQL.
 //
 // ON CONFLICT DO NOTHING has no conflict target, so that every unique index is an arbiter: a
 // Begin racing another one of the same request id (in another transaction of the log, still
 // uncommitted) waits for it and then finds its row, whichever index it meets first. With only
 // request_id as the arbiter, one that met the racing row's gid in the primary key first failed
-// with a unique violation, and the whole group commit with it. The reset is its own
-// data-modifying CTE: it sees only rows committed before the statement began (never the ones
-// it inserts), and a racing reset of the same row re-checks state and finds it active.
+// with a unique violation, and the whole group commit with it.
 //
-// The request ids must be distinct (one statement would insert the first and return both):
-// mergeBegins sees to it.
-var beginSQL = `
+// The request ids must be distinct (one statement would insert the first and skip the second
+// without an error, and its answer would not say which was which): mergeBegins sees to it.
+const beginSQL = `
 WITH x AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::text[], $6::bigint[], $7::boolean[])
         AS x(gid, request_id, digest, instance, sql_gids, epoch, one_phase)
@@ -47,34 +42,33 @@ WITH x AS (
     SELECT gid, request_id, digest, instance, 'active', sql_gids::jsonb, instance, epoch, one_phase FROM x
     ON CONFLICT DO NOTHING
     RETURNING ` + columns + `
-), reset AS (
-    UPDATE coordinator_transactions t
-    SET state = 'active', instance_id = x.instance, updated_at = now(),
-        owner_instance = x.instance, owner_epoch = x.epoch, one_phase = x.one_phase,
+), ev AS (
+    INSERT INTO coordinator_events (gid, state) SELECT gid, 'active' FROM ins
+)
+SELECT ` + columns + ` FROM ins`
+
+// resetSQL runs a request again whose row ended aborted with a retriable error and has the same
+// digest ($1 request id, $2 digest, $3 instance, $4 SQL gids, $5 epoch, $6 one-phase, fenced
+// like beginSQL): the API told the caller that retrying is safe, and its participants
+// were all rolled back. It is a compare-and-set on that state: of two racing resets, the second
+// finds the row active and changes nothing.
+var resetSQL = `
+WITH upd AS (
+    UPDATE coordinator_transactions
+    SET state = 'active', instance_id = $3, updated_at = now(),
+        owner_instance = $3, owner_epoch = $5, one_phase = $6,
         error_participant = NULL, error_class = NULL, error_message = NULL,
         error_sqlstate = NULL, finished_at = NULL, sql_results = '[]', kafka_records = '[]',
         transactional_id = NULL, producer_id = NULL, producer_epoch = NULL,
-        prepared_state = NULL, sql_gids = x.sql_gids::jsonb, attempts = 0,
+        prepared_state = NULL, sql_gids = $4::jsonb, attempts = 0,
         next_attempt_at = now(), last_error = NULL
-    FROM x
-    WHERE t.request_id = x.request_id AND t.state = 'aborted' AND t.error_class = 'retriable'
-      AND t.request_digest = x.digest
-    RETURNING ` + tColumns + `
-), began AS (
-    SELECT * FROM ins UNION ALL SELECT * FROM reset
+    WHERE request_id = $1 AND state = 'aborted' AND error_class = 'retriable'
+      AND request_digest = $2 AND ` + fenced(3, 5) + `
+    RETURNING ` + columns + `
 ), ev AS (
-    INSERT INTO coordinator_events (gid, state) SELECT gid, 'active' FROM began
+    INSERT INTO coordinator_events (gid, state) SELECT gid, 'active' FROM upd
 )
-SELECT ` + columns + ` FROM began`
-
-// tColumns is columns of the table named t.
-var tColumns = func() string {
-	cs := strings.Split(columns, ",")
-	for i, c := range cs {
-		cs[i] = "t." + strings.TrimSpace(c)
-	}
-	return strings.Join(cs, ", ")
-}()
+SELECT ` + columns + ` FROM upd`
 
 // requestIDColumn is the position of request_id in columns, which beginSQL returns.
 const requestIDColumn = 1
@@ -82,8 +76,8 @@ const requestIDColumn = 1
 // Begin inserts the transaction as active, owned by t.Owner at t.OwnerEpoch, only while that
 // instance still holds that epoch (else coord.ErrNotOwner). An existing row with the same
 // request id is returned with created=false, except a row that ended aborted with a retriable
-// error and the same digest, which is reset and run again (beginConflict). Under group commit,
-// the Begins of one flush are one statement (mergeBegins).
+// error and the same digest, which is reset and run again (resetSQL). Under group commit, the
+// Begins of one flush are one statement (mergeBegins).
 func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transaction, bool, error) {
 	_, gidsJSON, _, err := marshal3(nil, t.SQLGIDs, nil)
 	if err != nil {
@@ -92,10 +86,15 @@ func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transacti
 	row := &beginRow{gid: t.GID, requestID: t.ID, instance: t.Instance, digest: t.Digest,
 		sqlGIDs: string(gidsJSON), epoch: t.OwnerEpoch, onePhase: t.OnePhase}
 	var stored *coord.Transaction
-	err = l.queryRowMerged(ctx, beginSQL, beginArgs(row), row, func(r pgx.Row) (err error) {
+	read := func(r pgx.Row) (err error) {
 		stored, err = scan(r)
 		return err
-	})
+	}
+	err = l.queryRowMerged(ctx, beginSQL, beginArgs(row), row, read)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = l.queryRow(ctx, resetSQL, []any{row.requestID, row.digest, row.instance,
+			row.sqlGIDs, row.epoch, row.onePhase}, read)
+	}
 	if err == nil {
 		return stored, true, nil
 	}
@@ -121,7 +120,7 @@ func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transacti
 // at least two, and returns them with their one statement; the rest of the batch (other writes,
 // and a Begin repeating a request id, which must see the first one's row) stays statements of
 // their own, sent after it in the same transaction. Merging changes nothing of a Begin's
-// answer: each row is fenced, inserted or met by beginConflict exactly as alone.
+// answer: each row is fenced and inserted or skipped exactly as alone.
 func mergeBegins(batch []*write) (merged []*write, rest []*write, sql string, args []any) {
 	seen := map[string]bool{}
 	for _, w := range batch {
