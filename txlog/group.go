@@ -56,14 +56,15 @@ func newGroupCommit(pool *pgxpool.Pool, obs Observer) *groupCommit {
 }
 
 // do queues a write and waits for its answer. When ctx ends first the write may still commit:
-// the error says so, and the caller must treat the write as unknown.
-// begin, when not nil, lets a flush merge this write with the other Begins it carries.
+// the error says so, and the caller must treat the write as unknown. begin, when not nil, lets
+// a flush merge this write with the other Begins it carries, and says whether the write may
+// commit without waiting for its WAL flush (beginRow.lazy).
 func (g *groupCommit) do(ctx context.Context, sql string, args []any, begin *beginRow, scan func(pgx.Row) error) error {
 	defer g.pending.Add(-1)
-	if g.pending.Add(1) == 1 {
-		return g.alone(ctx, sql, args, scan)
-	}
 	w := &write{sql: sql, args: args, scan: scan, err: make(chan error, 1), begin: begin}
+	if g.pending.Add(1) == 1 {
+		return g.alone(ctx, w)
+	}
 	select {
 	case g.reqs <- w:
 	case <-g.closed:
@@ -79,10 +80,9 @@ func (g *groupCommit) do(ctx context.Context, sql string, args []any, begin *beg
 	}
 }
 
-// alone sends a write that has no company as an autocommit statement from the caller's
-// goroutine. Writes that arrive meanwhile go to the writers. A write cut off by ctx may still
-// commit: the error says so.
-func (g *groupCommit) alone(ctx context.Context, sql string, args []any, scan func(pgx.Row) error) error {
+// alone sends a write that has no company from the caller's goroutine. Writes that arrive
+// meanwhile go to the writers. A write cut off by ctx may still commit: the error says so.
+func (g *groupCommit) alone(ctx context.Context, w *write) error {
 	select {
 	case <-g.closed:
 		return errClosed
@@ -93,7 +93,7 @@ func (g *groupCommit) alone(ctx context.Context, sql string, args []any, scan fu
 	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	defer cancel()
 	start := time.Now()
-	err := scan(g.pool.QueryRow(ctx, sql, args...))
+	err := g.exec(ctx, []*write{w})[0]
 	if g.obs != nil {
 		g.obs.ObserveLogBatch(1, time.Since(start))
 	}
@@ -136,15 +136,27 @@ func (g *groupCommit) flush(batch []*write) {
 		start := time.Now()
 		defer func() { g.obs.ObserveLogBatch(len(batch), time.Since(start)) }()
 	}
-	if len(batch) == 1 {
-		// Alone: an autocommit statement, no BEGIN/COMMIT.
-		w := batch[0]
-		w.err <- w.scan(g.pool.QueryRow(ctx, w.sql, w.args...))
-		return
+	for i, err := range g.exec(ctx, batch) {
+		batch[i].err <- err
+	}
+}
+
+// exec runs writes in one transaction and returns each one's answer. Its commit waits for the
+// WAL flush unless every write is lazy (beginRow.lazy): then synchronous_commit is off for the
+// transaction, and a later durable commit, or the WAL writer, makes it durable.
+func (g *groupCommit) exec(ctx context.Context, batch []*write) []error {
+	lazy := true
+	for _, w := range batch {
+		lazy = lazy && w.begin != nil && w.begin.lazy
+	}
+	if len(batch) == 1 && !lazy {
+		// Alone and durable: an autocommit statement, no BEGIN/COMMIT.
+		return []error{batch[0].scan(g.pool.QueryRow(ctx, batch[0].sql, batch[0].args...))}
 	}
 	// The Begins of the batch go first, as one statement; the other writes follow, each its own.
 	merged, rest, msql, margs := mergeBegins(batch)
-	errs := make([]error, len(merged)+len(rest))
+	order := append(merged, rest...)
+	errs := make([]error, len(order))
 	err := func() error {
 		// BEGIN, the writes and COMMIT in one round trip. A statement that fails makes the
 		// server skip the rest, COMMIT included: every write of the batch fails, as none
@@ -152,6 +164,9 @@ func (g *groupCommit) flush(batch []*write) {
 		// destroys a connection released in a transaction).
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
+		if lazy {
+			b.Queue("SET LOCAL synchronous_commit TO off")
+		}
 		if merged != nil {
 			b.Queue(msql, margs...)
 		}
@@ -163,6 +178,11 @@ func (g *groupCommit) flush(batch []*write) {
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
 			return err
+		}
+		if lazy {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
 		}
 		if merged != nil {
 			rows, _ := br.Query()
@@ -186,12 +206,19 @@ func (g *groupCommit) flush(batch []*write) {
 		}
 		return br.Close()
 	}()
-	for i, w := range append(merged, rest...) {
+	// Answers in the batch's order.
+	out := make([]error, len(batch))
+	at := make(map[*write]int, len(batch))
+	for i, w := range batch {
+		at[w] = i
+	}
+	for i, w := range order {
 		if err != nil {
 			errs[i] = err
 		}
-		w.err <- errs[i]
+		out[at[w]] = errs[i]
 	}
+	return out
 }
 
 func (g *groupCommit) close() {

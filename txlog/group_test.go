@@ -253,3 +253,87 @@ func TestGroupCommitMergedBegins(t *testing.T) {
 		}
 	}
 }
+
+// The durability of a Begin, as PostgreSQL commits it (read by a trigger at the insert): the
+// active row of a two-phase transaction commits lazily (synchronous_commit off), alone or with
+// others like it; a one-phase row is durable, and so is every row in a flush with one.
+func TestBeginDurability(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	obs := &countingObserver{}
+	l, pool := newLogWith(t, txlog.Options{GroupCommit: true, Observer: obs})
+	_, err := pool.Exec(ctx, `
+CREATE TABLE begin_commits (gid text PRIMARY KEY, sync text NOT NULL, xid xid8 NOT NULL);
+CREATE FUNCTION note_begin() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO begin_commits VALUES (NEW.gid, current_setting('synchronous_commit'), pg_current_xact_id());
+    RETURN NEW;
+END $$;
+CREATE TRIGGER note_begin AFTER INSERT ON coordinator_transactions FOR EACH ROW EXECUTE FUNCTION note_begin();`)
+	require.NoError(t, err)
+	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
+	require.NoError(t, err)
+	begin := func(id string, onePhase bool) {
+		r := row(id, epoch)
+		r.OnePhase = onePhase
+		_, created, err := l.Begin(ctx, r)
+		if assert.NoError(t, err, "%s", id) {
+			assert.True(t, created, "%s", id)
+		}
+	}
+	begin("alone-2pc", false)
+	begin("alone-1pc", true)
+	// Two waves at once: two-phase rows only, then one in eight one-phase.
+	const n = 64
+	onePhase := func(i int) bool { return i >= n && i%8 == 0 }
+	for wave := range 2 {
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := wave * n; i < (wave+1)*n; i++ {
+			wg.Go(func() {
+				<-start
+				begin(fmt.Sprintf("con-%d", i), onePhase(i))
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+	require.Greater(t, obs.largest.Load(), int64(1), "concurrent Begins shared a flush")
+
+	type commit struct{ sync, xid string }
+	got := map[string]commit{}
+	byXID := map[string][]string{}
+	rows, err := pool.Query(ctx, "SELECT gid, sync, xid::text FROM begin_commits")
+	require.NoError(t, err)
+	for rows.Next() {
+		var gid string
+		var c commit
+		require.NoError(t, rows.Scan(&gid, &c.sync, &c.xid))
+		got[gid] = c
+		byXID[c.xid] = append(byXID[c.xid], gid)
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, "off", got["p_alone-2pc"].sync, "a lone two-phase Begin")
+	assert.Equal(t, "on", got["p_alone-1pc"].sync, "a lone one-phase Begin")
+	lazyShared, mixed := false, false
+	for i := range 2 * n {
+		gid := fmt.Sprintf("p_con-%d", i)
+		c := got[gid]
+		onePhaseMate := false
+		for _, mate := range byXID[c.xid] {
+			var k int
+			_, _ = fmt.Sscanf(mate, "p_con-%d", &k)
+			onePhaseMate = onePhaseMate || onePhase(k)
+		}
+		want := "off"
+		if onePhaseMate {
+			want = "on"
+			mixed = mixed || !onePhase(i)
+		} else if len(byXID[c.xid]) > 1 {
+			lazyShared = true
+		}
+		assert.Equal(t, want, c.sync, "%s (flush of %d, a one-phase row among them: %v)", gid, len(byXID[c.xid]), onePhaseMate)
+	}
+	assert.True(t, lazyShared, "no flush of two-phase Begins only: the lazy flush went untested")
+	assert.True(t, mixed, "no two-phase Begin shared a flush with a one-phase one: the mixed flush went untested")
+}
