@@ -142,16 +142,6 @@ func (r *batchRun) check(t *testing.T) map[string]coord.State {
 		if row == nil {
 			require.Error(t, answer, "%s: no row, yet answered 200", id)
 			assert.Empty(t, committedIn, "%s: no row, yet its record committed", id)
-			r.w.mu.Lock()
-			work := slices.Clone(r.w.sqlWork["p_"+id+"@"+coord.DefaultDatabase])
-			r.w.mu.Unlock()
-			for _, g := range work {
-				if sqlState[g] == "prepared" {
-					r.sweep(t, g)
-					_, sqlState, _, _ = r.w.snapshot()
-				}
-				assert.NotEqual(t, "committed", sqlState[g], "%s: no row, yet its SQL work committed in %s", id, g)
-			}
 			continue
 		}
 		require.True(t, row.State.Final(), "%s: recovery left %s; calls %v", id, row.State, r.w.ops)
@@ -195,7 +185,7 @@ func (r *batchRun) check(t *testing.T) map[string]coord.State {
 }
 
 // sweep applies the orphan sweep's rules to a gid left prepared: a request's own gid follows its
-// final row (no row: rolled back); a shared one follows its registration (S3): committed when every member it names
+// final row; a shared one follows its registration (S3): committed when every member it names
 // committed, rolled back when unregistered (tombstoned) or aborted.
 func (r *batchRun) sweep(t *testing.T, g string) {
 	t.Helper()
@@ -210,11 +200,10 @@ func (r *batchRun) sweep(t *testing.T, g string) {
 		r.w.mu.Unlock()
 		commit = registered
 		for _, m := range ms {
-			commit = commit && rows[m] != nil && rows[m].State == coord.StateCommitted
+			commit = commit && rows[m].State == coord.StateCommitted
 		}
 	} else {
-		row := rows[strings.TrimSuffix(g, "@"+coord.DefaultDatabase)]
-		commit = row != nil && row.State == coord.StateCommitted
+		commit = rows[strings.TrimSuffix(g, "@"+coord.DefaultDatabase)].State == coord.StateCommitted
 	}
 	if commit {
 		require.NoError(t, fakeSQL{r.w}.CommitPrepared(context.Background(), coord.DefaultDatabase, g))
@@ -320,35 +309,6 @@ func TestBatchPreparedWriteRefused(t *testing.T) {
 	assert.Equal(t, coord.StateAborted, states["r1"])
 	assert.ErrorIs(t, r.answers["r1"], coord.ErrAborted, "the claimed member answers from its row")
 	assert.Zero(t, count(r.w.ops, "kafka.commit"), "no EndTxn(commit) after a refused prepared write")
-}
-
-// The log's server loses active rows of a batch (their Begins commit lazily) right before the
-// batch's prepared write, all of them or every other one, with and without shared SQL: the
-// write is refused as a whole, nothing commits, a member whose row is gone is answered abort or
-// "safe to retry" (no resolver would ever settle a 202), and the rest follow their rows.
-func TestBatchActiveRowsLost(t *testing.T) {
-	t.Parallel()
-	for _, shareSQL := range []bool{false, true} {
-		for _, some := range []bool{false, true} {
-			t.Run(fmt.Sprintf("shared sql %v/some %v", shareSQL, some), func(t *testing.T) {
-				t.Parallel()
-				r := runBatchWith(t, shareSQL, func(w *world) func(int, string) mode {
-					if some {
-						w.loseOnly = func(gid string) bool { return (gid[len(gid)-1]-'0')%2 == 1 }
-					}
-					return nth("log.prepared_batch", 0, loseRows)(w)
-				})
-				r.check(t)
-				require.NotEmpty(t, r.w.lost, "no row was lost")
-				for _, gid := range r.w.lost {
-					answer := r.answers[strings.TrimPrefix(gid, "p_")]
-					assert.True(t, errors.Is(answer, coord.ErrUnavailable) || errors.Is(answer, coord.ErrAborted),
-						"%s: its row was lost, answered %v; calls %v", gid, answer, r.w.ops)
-				}
-				assert.Zero(t, count(r.w.ops, "kafka.commit"), "no EndTxn(commit) after a refused prepared write")
-			})
-		}
-	}
 }
 
 // B4 (the model's finding B1): when the prepared write's answer is lost, every member is in

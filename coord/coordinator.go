@@ -579,17 +579,8 @@ func (c *Coordinator) quarantineID(w *work) {
 // (the resolver does the same; both are idempotent) and a transactional id whose Kafka
 // transaction was aborted goes back to the pool: the row can never be logged prepared, so
 // nothing can commit that transaction (I1, I3).
-//
-// A row that is not there at all was an active row that the log's server lost in a crash
-// before it was durable (its Begin commits lazily, txlog.Log.Begin): "no row" is presumed
-// aborted like an active one (I5), and with no row nothing can ever commit the request's work,
-// so it is rolled back here and its transactional id goes back to the pool. No resolver would
-// ever find the row to do it, nor to release the id.
 func (c *Coordinator) yield(ctx context.Context, w *work, cause error, rolledBack bool) (*Transaction, error) {
 	stored, err := c.log.Get(ctx, w.t.ID)
-	if errors.Is(err, ErrNotFound) && w.t.State == StateActive {
-		return c.rowLost(ctx, w, cause, rolledBack)
-	}
 	if err != nil {
 		return c.inDoubt(w, fmt.Errorf("%w; re-reading the row: %w", cause, err))
 	}
@@ -609,24 +600,6 @@ func (c *Coordinator) yield(ctx context.Context, w *work, cause error, rolledBac
 	}
 	c.quarantineID(w)
 	return Answer(stored, cause)
-}
-
-// rowLost ends a request whose active row the log lost (yield): its participants are rolled
-// back and its id released; the answer is "safe to retry" when the rollback answered, and an
-// abort when an orphan may be left for the sweep (I6).
-func (c *Coordinator) rowLost(ctx context.Context, w *work, cause error, rolledBack bool) (*Transaction, error) {
-	c.cfg.Logger.Error("the log lost the transaction's active row (its server crashed before the row was durable); rolled back",
-		"gid", w.t.GID, "cause", cause)
-	clean := rolledBack || c.rollback(ctx, w)
-	if w.ktx != nil {
-		w.ktx.Release(true)
-		w.ktx = nil
-	}
-	err := fmt.Errorf("the coordinator log lost the transaction's row (%w); nothing of it committed", cause)
-	if clean {
-		return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: err}
-	}
-	return nil, &OutcomeError{Sentinel: ErrAborted, Cause: err}
 }
 
 func (c *Coordinator) finish(w *work, to State, cause error) (*Transaction, error) {

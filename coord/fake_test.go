@@ -25,7 +25,6 @@ const (
 	failAfter           // the call has its effect, and its answer is lost (an error)
 	raceResolve         // a resolver claims and resolves the row, then the call runs
 	raceInterleave      // a resolver starts and stops before its call number pauseAt; the request runs to its end, then the resolver goes on
-	loseRows            // the log's server crashes right before the call and loses every active two-phase row (their Begin commits lazily); then the call runs
 )
 
 // resolverKey marks the resolver's context: its calls are counted apart.
@@ -59,8 +58,6 @@ type world struct {
 	releases  map[int64][]bool              // producer id → its Release calls (keep)
 	shared    map[string][]string           // shared sql gid → its members (registered by the prepared write)
 	sqlWork   map[string][]string           // a request's own sql gid → every sql gid its work was prepared in
-	lost      []string                      // gids of the rows loseRows dropped
-	loseOnly  func(gid string) bool         // loseRows drops only these (nil: every one it can)
 	mayLand   bool                          // RunShared: the PREPARE's answer is lost and it lands later (lands() makes it)
 	nextPID   int64
 }
@@ -97,9 +94,6 @@ func (w *world) call(ctx context.Context, op string) mode {
 		m = at(n, op)
 	}
 	switch {
-	case m == loseRows:
-		w.loseActiveRows()
-		m = pass
 	case m == raceResolve && w.resolve != nil:
 		w.resolve()
 	case m == raceInterleave && w.resolve != nil:
@@ -107,20 +101,6 @@ func (w *world) call(ctx context.Context, op string) mode {
 		m = pass
 	}
 	return m
-}
-
-// loseActiveRows drops what a crash of the log's server can lose: the rows still active that
-// are not one-phase (txlog.Log.Begin commits those lazily, and any later write of a row makes
-// it durable).
-func (w *world) loseActiveRows() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for gid, r := range w.rows {
-		if r.State == coord.StateActive && !r.OnePhase && (w.loseOnly == nil || w.loseOnly(gid)) {
-			delete(w.rows, gid)
-			w.lost = append(w.lost, gid)
-		}
-	}
 }
 
 // startResolver runs the resolver until it stops at pauseAt (or ends); finishResolver lets it

@@ -17,8 +17,6 @@ type beginRow struct {
 	sqlGIDs                  string // JSON
 	epoch                    int64
 	onePhase                 bool
-	// lazy: the row's commit need not wait for its WAL flush (Begin says when).
-	lazy bool
 }
 
 // beginSQL inserts many rows in one statement ($1..$7: beginRow's fields, as arrays), each
@@ -85,17 +83,8 @@ func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transacti
 	if err != nil {
 		return nil, false, err
 	}
-	// The active row of a two-phase transaction is committed lazily (synchronous_commit off):
-	// nothing relies on it being durable before the prepared write, which is durable and
-	// follows it in the WAL, so its flush makes the active row durable first. Until then a
-	// crash of the log's server can lose the row: that is "no row", which I5 presumes aborted
-	// like an active one. The request was not answered, nothing of it is prepared in Kafka's
-	// log or named by the log, its prepared write finds no row and aborts, and the orphan sweep
-	// rolls its prepared gid back (I6). A one-phase row stays durable: its participant's
-	// COMMIT is the decision, and it must never be taken without the row that lets recovery
-	// find the marker and answer a retry.
 	row := &beginRow{gid: t.GID, requestID: t.ID, instance: t.Instance, digest: t.Digest,
-		sqlGIDs: string(gidsJSON), epoch: t.OwnerEpoch, onePhase: t.OnePhase, lazy: !t.OnePhase}
+		sqlGIDs: string(gidsJSON), epoch: t.OwnerEpoch, onePhase: t.OnePhase}
 	var stored *coord.Transaction
 	read := func(r pgx.Row) (err error) {
 		stored, err = scan(r)

@@ -56,15 +56,14 @@ func newGroupCommit(pool *pgxpool.Pool, obs Observer) *groupCommit {
 }
 
 // do queues a write and waits for its answer. When ctx ends first the write may still commit:
-// the error says so, and the caller must treat the write as unknown. begin, when not nil, lets
-// a flush merge this write with the other Begins it carries, and says whether the write may
-// commit without waiting for its WAL flush (beginRow.lazy).
+// the error says so, and the caller must treat the write as unknown.
+// begin, when not nil, lets a flush merge this write with the other Begins it carries.
 func (g *groupCommit) do(ctx context.Context, sql string, args []any, begin *beginRow, scan func(pgx.Row) error) error {
 	defer g.pending.Add(-1)
-	w := &write{sql: sql, args: args, scan: scan, err: make(chan error, 1), begin: begin}
 	if g.pending.Add(1) == 1 {
-		return g.alone(ctx, w)
+		return g.alone(ctx, sql, args, scan)
 	}
+	w := &write{sql: sql, args: args, scan: scan, err: make(chan error, 1), begin: begin}
 	select {
 	case g.reqs <- w:
 	case <-g.closed:
@@ -80,9 +79,10 @@ func (g *groupCommit) do(ctx context.Context, sql string, args []any, begin *beg
 	}
 }
 
-// alone sends a write that has no company from the caller's goroutine. Writes that arrive
-// meanwhile go to the writers. A write cut off by ctx may still commit: the error says so.
-func (g *groupCommit) alone(ctx context.Context, w *write) error {
+// alone sends a write that has no company as an autocommit statement from the caller's
+// goroutine. Writes that arrive meanwhile go to the writers. A write cut off by ctx may still
+// commit: the error says so.
+func (g *groupCommit) alone(ctx context.Context, sql string, args []any, scan func(pgx.Row) error) error {
 	select {
 	case <-g.closed:
 		return errClosed
@@ -93,7 +93,7 @@ func (g *groupCommit) alone(ctx context.Context, w *write) error {
 	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	defer cancel()
 	start := time.Now()
-	err := g.exec(ctx, []*write{w})[0]
+	err := scan(g.pool.QueryRow(ctx, sql, args...))
 	if g.obs != nil {
 		g.obs.ObserveLogBatch(1, time.Since(start))
 	}
@@ -136,27 +136,15 @@ func (g *groupCommit) flush(batch []*write) {
 		start := time.Now()
 		defer func() { g.obs.ObserveLogBatch(len(batch), time.Since(start)) }()
 	}
-	for i, err := range g.exec(ctx, batch) {
-		batch[i].err <- err
-	}
-}
-
-// exec runs writes in one transaction and returns each one's answer. Its commit waits for the
-// WAL flush unless every write is lazy (beginRow.lazy): then synchronous_commit is off for the
-// transaction, and a later durable commit, or the WAL writer, makes it durable.
-func (g *groupCommit) exec(ctx context.Context, batch []*write) []error {
-	lazy := true
-	for _, w := range batch {
-		lazy = lazy && w.begin != nil && w.begin.lazy
-	}
-	if len(batch) == 1 && !lazy {
-		// Alone and durable: an autocommit statement, no BEGIN/COMMIT.
-		return []error{batch[0].scan(g.pool.QueryRow(ctx, batch[0].sql, batch[0].args...))}
+	if len(batch) == 1 {
+		// Alone: an autocommit statement, no BEGIN/COMMIT.
+		w := batch[0]
+		w.err <- w.scan(g.pool.QueryRow(ctx, w.sql, w.args...))
+		return
 	}
 	// The Begins of the batch go first, as one statement; the other writes follow, each its own.
 	merged, rest, msql, margs := mergeBegins(batch)
-	order := append(merged, rest...)
-	errs := make([]error, len(order))
+	errs := make([]error, len(merged)+len(rest))
 	err := func() error {
 		// BEGIN, the writes and COMMIT in one round trip. A statement that fails makes the
 		// server skip the rest, COMMIT included: every write of the batch fails, as none
@@ -164,9 +152,6 @@ func (g *groupCommit) exec(ctx context.Context, batch []*write) []error {
 		// destroys a connection released in a transaction).
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
-		if lazy {
-			b.Queue("SET LOCAL synchronous_commit TO off")
-		}
 		if merged != nil {
 			b.Queue(msql, margs...)
 		}
@@ -178,11 +163,6 @@ func (g *groupCommit) exec(ctx context.Context, batch []*write) []error {
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
 			return err
-		}
-		if lazy {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
 		}
 		if merged != nil {
 			rows, _ := br.Query()
@@ -206,19 +186,12 @@ func (g *groupCommit) exec(ctx context.Context, batch []*write) []error {
 		}
 		return br.Close()
 	}()
-	// Answers in the batch's order.
-	out := make([]error, len(batch))
-	at := make(map[*write]int, len(batch))
-	for i, w := range batch {
-		at[w] = i
-	}
-	for i, w := range order {
+	for i, w := range append(merged, rest...) {
 		if err != nil {
 			errs[i] = err
 		}
-		out[at[w]] = errs[i]
+		w.err <- errs[i]
 	}
-	return out
 }
 
 func (g *groupCommit) close() {
