@@ -21,7 +21,7 @@ func newLog(t *testing.T) (*txlog.Log, *pgxpool.Pool) {
 }
 
 // newLogWith is newLog with the given options.
-func newLogWith(t *testing.T, o txlog.Options) (*txlog.Log, *pgxpool.Pool) {
+func newLogWith(t testing.TB, o txlog.Options) (*txlog.Log, *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	_, dsn, _ := pgtest.Schema(t)

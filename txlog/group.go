@@ -33,6 +33,8 @@ type groupCommit struct {
 	// pending counts the writes between do and their answer: a write that finds none sends
 	// itself.
 	pending atomic.Int32
+	// separate: a flush sends each Begin as its own statement (a benchmark's baseline).
+	separate bool
 }
 
 type write struct {
@@ -143,7 +145,10 @@ func (g *groupCommit) flush(batch []*write) {
 		return
 	}
 	// The Begins of the batch go first, as one statement; the other writes follow, each its own.
-	merged, rest, msql, margs := mergeBegins(batch)
+	merged, rest, msql, margs := []*write(nil), batch, "", []any(nil)
+	if !g.separate {
+		merged, rest, msql, margs = mergeBegins(batch)
+	}
 	errs := make([]error, len(merged)+len(rest))
 	err := func() error {
 		// BEGIN, the writes and COMMIT in one round trip. A statement that fails makes the

@@ -1,0 +1,5 @@
+package txlog
+
+// SeparateBegins turns off the merging of a flush's Begins into one statement (the baseline of
+// BenchmarkBegin).
+func (l *Log) SeparateBegins() { l.group.separate = true }
