@@ -50,28 +50,53 @@ func (l *Log) PreparedBatch(ctx context.Context, ts []*coord.Transaction, shared
 		gids[i], owners[i], epochs[i] = t.GID, t.Owner, t.OwnerEpoch
 		recs[i], sqlGIDs[i], results[i] = string(r), string(g), string(s)
 	}
-	var stamps map[string][2]time.Time
-	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, batchUpdateSQL(coord.StateActive, coord.StatePrepared,
-			"$4::text[], $5::text[], $6::text[]", "recs, sql_gids, results", `
+	// BEGIN, the rows, the registrations and COMMIT in one round trip: each statement refuses
+	// itself when its condition fails (every row changed, every gid registered anew), and then
+	// the server skips the rest, COMMIT included. The connection, left in the failed
+	// transaction, is not reused (pgxpool destroys it).
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(batchUpdateSQL(coord.StateActive, coord.StatePrepared,
+		"$4::text[], $5::text[], $6::text[]", "recs, sql_gids, results", `
         transactional_id = $7, producer_id = $8, producer_epoch = $9, prepared_state = $10,
         kafka_records = x.recs::jsonb, sql_gids = x.sql_gids::jsonb, sql_results = x.results::jsonb,
-        prepared_at = now()`, "prepared_at"),
-			gids, owners, epochs, recs, sqlGIDs, results,
-			ids.TransactionalID, ids.ProducerID, ids.ProducerEpoch, ids.PreparedState)
+        prepared_at = now()`, "prepared_at")+`
+UNION ALL SELECT NULL, NULL, NULL WHERE `+refuseUnless("(SELECT count(*) FROM upd) = cardinality($1::text[])")+` IS NULL`,
+		gids, owners, epochs, recs, sqlGIDs, results,
+		ids.TransactionalID, ids.ProducerID, ids.ProducerEpoch, ids.PreparedState)
+	if err := queueRegistrations(b, shared); err != nil {
+		return err
+	}
+	b.Queue("COMMIT")
+	var stamps map[string][2]time.Time
+	err := func() error {
+		br := l.pool.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, _ := br.Query()
+		var err error
+		if stamps, err = readStamps(rows); err != nil {
+			return asRefused(err, fmt.Sprintf("prepared batch of %d: a row moved on or is no longer owned", n))
+		}
+		if len(stamps) != n {
+			return fmt.Errorf("txlog: prepared batch of %d: %d rows changed, yet the statement did not refuse itself", n, len(stamps))
+		}
+		for _, g := range shared {
+			if _, err := br.Exec(); err != nil {
+				return asRefused(err, fmt.Sprintf("shared transaction %s is registered or tombstoned already", g.GID))
+			}
+		}
+		ct, err := br.Exec()
 		if err != nil {
 			return err
 		}
-		if stamps, err = readStamps(rows); err != nil {
-			return err
+		if ct.String() != "COMMIT" {
+			return fmt.Errorf("prepared batch ended %q", ct.String())
 		}
-		if len(stamps) != n {
-			// Returning an error rolls the transaction back: no row changes.
-			return fmt.Errorf("txlog: prepared batch of %d: %d rows moved on or are no longer owned: %w",
-				n, n-len(stamps), ErrStateChanged)
-		}
-		return registerShared(ctx, tx, shared)
-	})
+		return br.Close()
+	}()
 	if err != nil {
 		if errors.Is(err, ErrStateChanged) {
 			return err

@@ -2,6 +2,10 @@ package txlog
 
 import (
 	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kpgtx/coordinator/coord"
 )
@@ -13,3 +17,25 @@ var ErrStateChanged = coord.ErrMovedOn
 
 // ErrNotMigrated: the log's schema has no version yet (no migration ran on it).
 var ErrNotMigrated = errors.New("the log's schema is not migrated")
+
+// refusedSetting names the setting a statement reads to refuse itself (refuseUnless): reading
+// an unknown setting fails with SQLSTATE 42704 and its name in the message.
+const refusedSetting = "kpgtx.log_write_refused"
+
+// refuseUnless is an SQL expression that fails the statement, and with it the transaction,
+// unless cond holds: a condition checked by the server lets a write that must be all or nothing
+// be pipelined with its BEGIN and COMMIT in one round trip (the COMMIT is skipped once a
+// statement before it failed).
+func refuseUnless(cond string) string {
+	return "pg_catalog.current_setting(CASE WHEN " + cond + " THEN 'server_version' ELSE '" + refusedSetting + "' END)"
+}
+
+// asRefused turns the failure of a refuseUnless into ErrStateChanged (the condition did not
+// hold: nothing was written); any other error is returned as is.
+func asRefused(err error, what string) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42704" && strings.Contains(pe.Message, refusedSetting) {
+		return fmt.Errorf("txlog: %s: %w", what, ErrStateChanged)
+	}
+	return err
+}

@@ -13,22 +13,18 @@ import (
 // Shared PostgreSQL transactions (coord/sharedsql.go, docs/batching.md section 12): the
 // registrations the prepared write of a batch makes, and the tombstones of the orphan sweep.
 
-// registerShared registers shared transactions with their members inside the prepared write's
-// transaction; one already registered or tombstoned refuses the write (ErrStateChanged, which
-// rolls it back).
-func registerShared(ctx context.Context, tx pgx.Tx, shared []coord.SharedGID) error {
+// queueRegistrations queues the registration of shared transactions with their members in the
+// prepared write's transaction; one already registered or tombstoned refuses the write (its
+// statement fails, asRefused), which rolls it back.
+func queueRegistrations(b *pgx.Batch, shared []coord.SharedGID) error {
 	for _, g := range shared {
 		if len(g.Members) == 0 {
 			return fmt.Errorf("txlog: shared transaction %s without members", g.GID)
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO coordinator_shared_gids (gid, members) VALUES ($1, $2)
-ON CONFLICT (gid) DO NOTHING`, g.GID, g.Members)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("txlog: shared transaction %s is registered or tombstoned already: %w", g.GID, ErrStateChanged)
-		}
+		b.Queue(`WITH reg AS (
+    INSERT INTO coordinator_shared_gids (gid, members) VALUES ($1, $2) ON CONFLICT (gid) DO NOTHING RETURNING gid
+)
+SELECT `+refuseUnless("(SELECT count(*) FROM reg) = 1"), g.GID, g.Members)
 	}
 	return nil
 }
