@@ -88,14 +88,7 @@ UNION ALL SELECT NULL, NULL, NULL WHERE `+refuseUnless("(SELECT count(*) FROM up
 				return asRefused(err, fmt.Sprintf("shared transaction %s is registered or tombstoned already", g.GID))
 			}
 		}
-		ct, err := br.Exec()
-		if err != nil {
-			return err
-		}
-		if ct.String() != "COMMIT" {
-			return fmt.Errorf("prepared batch ended %q", ct.String())
-		}
-		return br.Close()
+		return readCommit(br, "prepared batch")
 	}()
 	if err != nil {
 		if errors.Is(err, ErrStateChanged) {

@@ -182,14 +182,7 @@ func (g *groupCommit) flush(batch []*write) {
 			// SQL error aborts the transaction, and COMMIT's answer below fails them all.
 			errs[len(merged)+i] = w.scan(br.QueryRow())
 		}
-		ct, err := br.Exec()
-		if err != nil {
-			return err
-		}
-		if ct.String() != "COMMIT" {
-			return fmt.Errorf("txlog: group commit ended %q", ct.String())
-		}
-		return br.Close()
+		return readCommit(br, "group commit")
 	}()
 	for i, w := range append(merged, rest...) {
 		if err != nil {
@@ -197,6 +190,20 @@ func (g *groupCommit) flush(batch []*write) {
 		}
 		w.err <- errs[i]
 	}
+}
+
+// readCommit reads the answer to the COMMIT that ends a pipelined transaction (after its last
+// statement's) and closes the batch: the transaction committed only when the server says
+// COMMIT (a transaction that failed before ends ROLLBACK, or its COMMIT was skipped).
+func readCommit(br pgx.BatchResults, what string) error {
+	ct, err := br.Exec()
+	if err != nil {
+		return err
+	}
+	if ct.String() != "COMMIT" {
+		return fmt.Errorf("txlog: %s ended %q", what, ct.String())
+	}
+	return br.Close()
 }
 
 func (g *groupCommit) close() {
