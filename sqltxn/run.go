@@ -30,11 +30,13 @@ import (
 // the reset rides in the same round trip, right after PREPARE (or COMMIT), which ended the
 // transaction; after a failure it is sent after the ROLLBACK.
 //
-// Without a statement role, the guard after the last client statement is the marker insert's
-// own condition: the insert fails the same way, before it can write anything, when the
-// connection left the transaction (one statement fewer per request). With a role the guard stays
-// a statement of its own, since it also switches back to the login's role, which the insert's
-// permission check (done before its condition runs) needs.
+// The coordinator's own statements (the marker row, PREPARE or COMMIT) run after RESET ALL: a
+// client's SET LOCAL or set_config(…, true) ends with its statements, as it does for a member of
+// a shared transaction (S6). Otherwise a client's statement_timeout or lock_timeout could fail
+// the coordinator's statements, and its synchronous_commit = off would make a one-phase COMMIT,
+// which is the decision, return before it is durable: a 200 that a crash of PostgreSQL can undo.
+// RESET ALL clears the transaction-local setting the guards read, so the last statement's guard
+// is a statement of its own, before it.
 func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Statement, gid string, onePhase bool, afterWork func()) ([]coord.SQLResult, error) {
 	db, err := d.db(database)
 	if err != nil {
@@ -59,23 +61,19 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	}
 	for i, s := range stmts {
 		b.Queue(s.Statement, args(s.Args)...)
-		last := i == len(stmts)-1
 		switch {
-		case d.role != "" && last:
-			// The marker row is the coordinator's: back to the session's own role for it.
+		case d.role != "" && i == len(stmts)-1:
+			// The marker row is the coordinator's: back to the session's own role for it
+			// (RESET ALL leaves the role alone).
 			b.Queue(guardSQL(true)+", pg_catalog.set_config('role', 'none', true)", d.role)
 		case d.role != "":
 			b.Queue(guardSQL(true), d.role)
-		case !last:
+		default:
 			b.Queue(guardSQL(false))
 		}
 	}
-	if d.role != "" {
-		b.Queue("INSERT INTO "+db.markers+" (gid) VALUES ($1)", gid)
-	} else {
-		// The last statement's guard: the marker is inserted only from inside the transaction.
-		b.Queue("INSERT INTO "+db.markers+" (gid) SELECT $1 WHERE "+guardSQL(false)[len("SELECT "):]+" IS NOT NULL", gid)
-	}
+	b.Queue("RESET ALL") // the client's settings end with its statements
+	b.Queue("INSERT INTO "+db.markers+" (gid) VALUES ($1)", gid)
 	if onePhase {
 		b.Queue("COMMIT")
 	} else {
@@ -84,7 +82,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	b.Queue("DISCARD ALL") // skipped by the server when anything before it failed
 
 	br := conn.SendBatch(ctx, b)
-	results, err := readResults(br, database, stmts, d.role != "", afterWork)
+	results, err := readResults(br, database, stmts, afterWork)
 	if err == nil {
 		// PREPARE (or COMMIT) answered: the outcome is known whatever happens to the reset.
 		resetDone = d.readReset(br, database)
@@ -213,10 +211,9 @@ func (d *Databases) terminate(ctx context.Context, pool interface {
 	return true
 }
 
-// readResults reads BEGIN, each statement's result (rows when it returns any) and its guard, the
-// marker and PREPARE (or COMMIT). ownLastGuard: the last statement's guard is a statement of
-// its own (with a statement role); otherwise it is the marker insert's condition.
-func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, ownLastGuard bool, afterWork func()) ([]coord.SQLResult, error) {
+// readResults reads BEGIN, each statement's result (rows when it returns any) and its guard,
+// RESET ALL, the marker and PREPARE (or COMMIT).
+func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, afterWork func()) ([]coord.SQLResult, error) {
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
@@ -224,17 +221,12 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	results := make([]coord.SQLResult, len(stmts))
-	var lastTag string
 	for i := range stmts {
 		res, tag, err := readOne(br, database)
 		if err != nil {
 			return nil, fmt.Errorf("statement %d: %w", i, err)
 		}
 		results[i] = res
-		lastTag = tag
-		if i == len(stmts)-1 && !ownLastGuard {
-			break
-		}
 		if _, err := br.Exec(); err != nil {
 			return nil, guardError(i, tag, err)
 		}
@@ -243,9 +235,9 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 		afterWork()
 	}
 	if _, err := br.Exec(); err != nil {
-		if isGuardFailure(err) {
-			return nil, guardError(len(stmts)-1, lastTag, err)
-		}
+		return nil, fmt.Errorf("reset the client's settings: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("marker row: %w", err)
 	}
 	if _, err := br.Exec(); err != nil {

@@ -168,6 +168,47 @@ END$$`)
 	}
 }
 
+// A client's SET LOCAL (here through set_config(…, true)) ends with its statements: the
+// coordinator's marker row, PREPARE and one-phase COMMIT run with the session's own settings. A
+// deferred trigger on the marker table runs inside PREPARE or COMMIT: it records the settings
+// that statement sees, and sleeps past the client's 1 ms statement_timeout.
+func TestRunClientSettingsEndWithItsStatements(t *testing.T) {
+	t.Parallel()
+	d, admin, schema := testDatabases(t, Options{})
+	ctx := context.Background()
+	_, err := admin.Exec(ctx, `CREATE TABLE `+schema+`.seen (gid text, sync text, timeout text, lock text);
+CREATE FUNCTION `+schema+`.record_settings() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO `+schema+`.seen VALUES (NEW.gid, current_setting('synchronous_commit'),
+    current_setting('statement_timeout'), current_setting('lock_timeout'));
+  PERFORM pg_sleep(0.02);
+  RETURN NULL;
+END$$;
+CREATE CONSTRAINT TRIGGER record_settings AFTER INSERT ON `+schema+`.coordinator_markers
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION `+schema+`.record_settings()`)
+	require.NoError(t, err)
+	client := stmts("SELECT pg_catalog.set_config('synchronous_commit', 'off', true)",
+		"SELECT pg_catalog.set_config('statement_timeout', '1', true)",
+		"SELECT pg_catalog.set_config('lock_timeout', '1', true)",
+		"INSERT INTO orders VALUES ('x' || pg_catalog.txid_current())")
+	var want [3]string
+	require.NoError(t, admin.QueryRow(ctx, `SELECT current_setting('synchronous_commit'),
+  current_setting('statement_timeout'), current_setting('lock_timeout')`).Scan(&want[0], &want[1], &want[2]))
+	require.NotEqual(t, "off", want[0], "the test's PostgreSQL must commit synchronously")
+	for _, onePhase := range []bool{true, false} {
+		gid := fmt.Sprintf("%s_s%t@default", schema, onePhase)
+		_, err := d.Run(ctx, "default", client, gid, onePhase, nil)
+		require.NoError(t, err, "one phase: %t", onePhase)
+		if !onePhase {
+			require.NoError(t, d.CommitPrepared(ctx, "default", gid))
+		}
+		var got [3]string
+		require.NoError(t, admin.QueryRow(ctx, "SELECT sync, timeout, lock FROM "+schema+".seen WHERE gid = $1", gid).
+			Scan(&got[0], &got[1], &got[2]))
+		assert.Equal(t, want, got, "one phase: %t: the settings PREPARE or COMMIT ran with", onePhase)
+	}
+}
+
 // assertReset checks that the next request on the (one) connection sees no session state left.
 func assertReset(t *testing.T, d *Databases, gidPrefix string) {
 	t.Helper()
