@@ -61,6 +61,10 @@ type member struct {
 	out  batchOutcome
 	// sqlShared: it joined before its SQL phase, which the leader runs (sharedsql.go).
 	sqlShared bool
+	// begun, when not nil, is closed once the member's Begin answered, with begin its outcome:
+	// it joined while its row was being logged (joined.go).
+	begun chan struct{}
+	begin begun
 }
 
 // batchOutcome is what the batch tells a member.
@@ -148,7 +152,11 @@ func (c *Coordinator) runShared(ctx context.Context, w *work) (*Transaction, err
 		c.lead(ctx, bt)
 	}
 	<-m.done
-	o := m.out
+	return c.afterBatch(ctx, w, m.out)
+}
+
+// afterBatch takes a member on from what its batch told it.
+func (c *Coordinator) afterBatch(ctx context.Context, w *work, o batchOutcome) (*Transaction, error) {
 	switch {
 	case o.rerun:
 		return c.runUnshared(ctx, w)
@@ -213,6 +221,10 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(members[0].ctx), deadline)
 	defer cancel()
+	if members = awaitBegins(ctx, members); len(members) == 0 {
+		<-b.slots
+		return
+	}
 	// The slot is held through the decision, even by a batch of one: requests prepared
 	// meanwhile gather into the next batch, which is what makes batches form under load.
 	riders, groups, p := c.phase1Batch(ctx, members)

@@ -124,6 +124,9 @@ func (r *batchRun) check(t *testing.T) map[string]coord.State {
 	r.w.mu.Lock()
 	recs := maps.Clone(r.w.kafkaRecs)
 	r.w.mu.Unlock()
+	r.w.mu.Lock()
+	assert.Empty(t, r.w.rowless, "S7: a participant got work before the request's row existed; calls %v", r.w.ops)
+	r.w.mu.Unlock()
 	states := map[string]coord.State{}
 	for i := range members {
 		id := fmt.Sprintf("r%d", i)

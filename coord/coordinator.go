@@ -166,30 +166,61 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 	}
 	defer c.inflight.Delete(t.GID)
 	start := time.Now()
+	w := &work{t: t, req: &req, root: trace.SpanFromContext(ctx)}
+	c.running.Add(1)
+	defer c.running.Add(-1)
+	var ran bool
+	if c.shares(w) && c.sharesSQL(w) {
+		// Its SQL runs in the batch's shared transaction: it joins the batch while its row is
+		// logged, and the leader runs nothing of it before that row is durable (runJoined).
+		t, ran, err = c.runJoined(ctx, w, budget)
+	} else {
+		b := c.begin(ctx, w, budget)
+		if !b.run {
+			return b.t, b.err
+		}
+		t, err = c.run(ctx, w)
+		ran = true
+	}
+	if ran {
+		c.observeOutcome(t, err, start)
+	}
+	return t, err
+}
+
+// begun is the outcome of a request's Begin (step 1): run, the row is fresh and the request's
+// to run (work.t is the stored row); otherwise t and err are the request's answer, and nothing
+// of it ran.
+type begun struct {
+	run bool
+	t   *Transaction
+	err error
+}
+
+// begin logs w's row active with its gids, before any participant sees the request (I5, I6:
+// a prepared gid without a row is an orphan, rolled back at once).
+func (c *Coordinator) begin(ctx context.Context, w *work, budget time.Duration) begun {
 	bctx, st := c.step(ctx, PhaseLogBegin, SpanLogBegin)
-	stored, created, err := c.log.Begin(bctx, t)
+	stored, created, err := c.log.Begin(bctx, w.t)
 	st.end(err)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			// The request's own budget was too small to log it: the caller's choice, not an
 			// outage, and nothing of the request ran (a row that did get written is active, and
 			// recovery presumes it aborted).
-			return nil, invalid("timeout_ms", fmt.Sprintf("the time budget of %s ran out before the transaction was logged; nothing was run: send it again with a larger timeout_ms", budget))
+			return begun{err: invalid("timeout_ms", fmt.Sprintf("the time budget of %s ran out before the transaction was logged; nothing was run: send it again with a larger timeout_ms", budget))}
 		}
-		return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: fmt.Errorf("log begin: %w", err)}
+		return begun{err: &OutcomeError{Sentinel: ErrUnavailable, Cause: fmt.Errorf("log begin: %w", err)}}
 	}
 	if !created {
-		if !bytes.Equal(stored.Digest, t.Digest) {
-			return nil, ErrIDConflict
+		if !bytes.Equal(stored.Digest, w.t.Digest) {
+			return begun{err: ErrIDConflict}
 		}
-		return Answer(stored, nil)
+		t, err := Answer(stored, nil)
+		return begun{t: t, err: err}
 	}
-	t = stored
-	c.running.Add(1)
-	t, err = c.run(ctx, t, &req)
-	c.running.Add(-1)
-	c.observeOutcome(t, err, start)
-	return t, err
+	w.t = stored
+	return begun{run: true}
 }
 
 // InFlight reports whether this process is running the transaction right now; recovery leaves
@@ -239,8 +270,7 @@ func SQLGIDFor(gid, database string) string { return gid + "@" + database }
 func (c *Coordinator) sqlGID(gid, database string) string { return SQLGIDFor(gid, database) }
 
 // run executes the protocol of docs/design.md section 2 for a fresh active row.
-func (c *Coordinator) run(ctx context.Context, t *Transaction, req *Request) (*Transaction, error) {
-	w := &work{t: t, req: req, root: trace.SpanFromContext(ctx)}
+func (c *Coordinator) run(ctx context.Context, w *work) (*Transaction, error) {
 	if c.shares(w) {
 		return c.runShared(ctx, w)
 	}

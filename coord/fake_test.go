@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 
 	"github.com/kpgtx/coordinator/coord"
@@ -59,6 +60,7 @@ type world struct {
 	shared    map[string][]string           // shared sql gid → its members (registered by the prepared write)
 	sqlWork   map[string][]string           // a request's own sql gid → every sql gid its work was prepared in
 	mayLand   bool                          // RunShared: the PREPARE's answer is lost and it lands later (lands() makes it)
+	rowless   []string                      // work a participant got before the request's row existed (S7, I6)
 	nextPID   int64
 }
 
@@ -322,6 +324,7 @@ func (s fakeSQL) Run(ctx context.Context, db string, stmts []coord.Statement, gi
 	}
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
+	s.w.needRow("sql.run", strings.TrimPrefix(strings.TrimSuffix(gid, "@"+db), "p_"))
 	if s.w.failSQL[gid] {
 		return nil, &coord.Failure{Participant: "sql:" + db, Class: coord.ClassAbortable, Err: errors.New("check constraint violated")}
 	}
@@ -358,6 +361,7 @@ func (s fakeSQL) RunShared(ctx context.Context, db string, members [][]coord.Sta
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
 	for i, stmts := range members {
+		s.w.needRow("sql.run_shared", stmts[0].Args[0].(string))
 		own := "p_" + stmts[0].Args[0].(string) + "@" + db // batchRequest's first argument: its id
 		if s.w.failSQL[own] {
 			out.Excluded[i] = &coord.Failure{Participant: "sql:" + db, Class: coord.ClassAbortable, Err: errors.New("check constraint violated")}
@@ -376,6 +380,15 @@ func (s fakeSQL) RunShared(ctx context.Context, db string, members [][]coord.Sta
 		out.Err = &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable, Err: errInjected}
 	}
 	return out
+}
+
+// needRow records, with w.mu held, a participant's work for request id (its value or first
+// argument) that came before the request's row existed: an orphan the sweep would roll back at
+// once, while the request may still commit it (S7, I6).
+func (w *world) needRow(op, id string) {
+	if _, ok := w.rows["p_"+id]; !ok {
+		w.rowless = append(w.rowless, op+" "+id)
+	}
 }
 
 // lands makes every shared PREPARE whose answer was lost (mayLand) land now.
@@ -516,6 +529,9 @@ func (t *fakeTxn) Begin(ctx context.Context, recs []coord.Record) error {
 	}
 	t.k.w.mu.Lock()
 	defer t.k.w.mu.Unlock()
+	for _, v := range values(recs) {
+		t.k.w.needRow("kafka.begin", v)
+	}
 	t.k.w.kafkaTxns[t.pid] = "open"
 	t.recs = len(recs)
 	t.k.w.kafkaRecs[t.pid] = append(t.k.w.kafkaRecs[t.pid], values(recs)...)
@@ -538,6 +554,9 @@ func (t *fakeTxn) Add(ctx context.Context, recs []coord.Record) error {
 	}
 	t.k.w.mu.Lock()
 	defer t.k.w.mu.Unlock()
+	for _, v := range values(recs) {
+		t.k.w.needRow("kafka.add", v)
+	}
 	t.recs += len(recs)
 	t.k.w.kafkaRecs[t.pid] = append(t.k.w.kafkaRecs[t.pid], values(recs)...)
 	return nil

@@ -38,6 +38,8 @@ import (
 //   - S6: nothing of one member's session reaches the next: RESET ALL and the enter statement
 //     after each member (sqltxn.Databases.RunShared), and only statements sqlpolicy.Shareable
 //     accepts share.
+//   - S7: a member joins its batch while its row is logged, and gets no participant work before
+//     that row is durable (joined.go, awaitBegins).
 
 // sharedMark follows the prefix in a shared gid ("<prefix>_+<instance>+<hex>@<database>"; an
 // instance id has no '+').

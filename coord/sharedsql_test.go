@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,7 +71,7 @@ func TestSharedSQLMemberFails(t *testing.T) {
 // step's effect: every request is atomic, its SQL work committed at most once, its answer true.
 func TestSharedSQLFaultAtEveryStep(t *testing.T) {
 	t.Parallel()
-	for _, op := range []string{"sql.run_shared", "sql.run", "kafka.acquire", "kafka.begin", "kafka.add", "kafka.flush",
+	for _, op := range []string{"log.begin", "sql.run_shared", "sql.run", "kafka.acquire", "kafka.begin", "kafka.add", "kafka.flush",
 		"log.prepared_batch", "kafka.commit", "kafka.endtxn", "sql.commit_prepared_many", "log.committed_batch",
 		"sql.commit_prepared", "log.committed", "sql.rollback_prepared", "kafka.abort", "log.aborted"} {
 		for _, m := range []mode{failBefore, failAfter} {
@@ -173,4 +174,54 @@ func TestSharedSQLPrepareMayLand(t *testing.T) {
 		assert.NotErrorIs(t, r.answers[id], coord.ErrUnavailable, "%s: not \"safe to retry\" while its work may still be prepared", id)
 	}
 	assert.Zero(t, count(r.w.ops, "sql.run"), "no member ran again alone")
+}
+
+// S7: members join their batch while their rows are logged. The leader waits for a slow Begin
+// before the batch's SQL and Kafka steps, so that no participant gets work before its row
+// exists (batchRun.check), and the slow member still rides.
+func TestSharedSQLJoinsWhileLogged(t *testing.T) {
+	t.Parallel()
+	var once sync.Once
+	slow := func(*world) func(int, string) mode {
+		return func(_ int, op string) mode {
+			if op == "log.begin" {
+				once.Do(func() { time.Sleep(100 * time.Millisecond) })
+			}
+			return pass
+		}
+	}
+	r := runBatchWith(t, true, slow)
+	for id, st := range r.check(t) {
+		assert.Equal(t, coord.StateCommitted, st, id)
+	}
+	assert.Equal(t, 1, count(r.w.ops, "sql.run_shared"), "the slow member rode in the batch")
+	assert.Equal(t, 1, count(r.w.ops, "kafka.commit"))
+}
+
+// S7: a member whose Begin finds its id's row already there (a request sent again) joined the
+// batch before it knew: it is left out untouched and answers from the stored row, while its
+// batch mates commit together.
+func TestSharedSQLJoinedDuplicateLeftOut(t *testing.T) {
+	t.Parallel()
+	stored := func(w *world) func(int, string) mode {
+		req := batchRequest("r1")
+		require.NoError(t, req.Validate(coord.Limits{}, func(string) bool { return true })) // as Execute sees it
+		w.mu.Lock()
+		w.rows["p_r1"] = &coord.Transaction{ID: "r1", GID: "p_r1", State: coord.StateAborted, Owner: "a", OwnerEpoch: 1,
+			Digest: req.Digest(), Error: &coord.ErrorDetail{Class: coord.ClassAbortable, Message: "an earlier attempt"}}
+		w.mu.Unlock()
+		return nil
+	}
+	r := runBatchWith(t, true, stored)
+	states := r.check(t)
+	assert.Equal(t, coord.StateAborted, states["r1"])
+	assert.ErrorIs(t, r.answers["r1"], coord.ErrAborted, "r1 answers from its stored row")
+	r.w.mu.Lock()
+	assert.Empty(t, r.w.sqlWork["p_r1@"+coord.DefaultDatabase], "nothing of the duplicate ran")
+	r.w.mu.Unlock()
+	for _, id := range []string{"r0", "r2"} {
+		assert.Equal(t, coord.StateCommitted, states[id], id)
+		assert.NoError(t, r.answers[id], id)
+	}
+	assert.Equal(t, 1, count(r.w.ops, "sql.run_shared"))
 }

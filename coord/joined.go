@@ -1,0 +1,71 @@
+package coord
+
+import (
+	"context"
+	"time"
+)
+
+// Joining while the row is logged (docs/batching.md section 13). A request whose SQL will run in
+// its batch's shared transaction has nothing to run before the leader does: it joins the open
+// batch at once and its Begin runs meanwhile, so that logging the row overlaps the wait for the
+// batch's slot instead of preceding it. The rule that makes this safe:
+//
+//   - S7 (I5, I6 for a member that joined early): nothing of a member runs before its row is
+//     durable. The leader waits for the Begin of every member once it holds the slot, before
+//     the batch's SQL or Kafka steps (awaitBegins), and leaves out, untouched, every member whose
+//     Begin did not give it a fresh row; such a member answers from its Begin (a stored row, an
+//     id conflict, the log unavailable), exactly as it would have before joining.
+
+// runJoined runs a request that shares its batch's SQL transaction, joining the batch while its
+// row is logged. ran: the row was fresh and the request ran (its outcome counts).
+func (c *Coordinator) runJoined(ctx context.Context, w *work, budget time.Duration) (t *Transaction, ran bool, err error) {
+	m := &member{ctx: ctx, w: w, done: make(chan struct{}), sqlShared: true, begun: make(chan struct{})}
+	go func() {
+		m.begin = c.begin(ctx, w, budget)
+		close(m.begun)
+	}()
+	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)
+	err = c.kafka.CheckRecords(pctx, w.req.Kafka)
+	st.end(err)
+	if err == nil {
+		if bt := c.batches.join(m); bt != nil {
+			c.lead(ctx, bt)
+		}
+		<-m.done
+	}
+	<-m.begun
+	if !m.begin.run {
+		return m.begin.t, false, m.begin.err
+	}
+	if err != nil {
+		t, err = c.abort(w, err)
+		return t, true, err
+	}
+	t, err = c.afterBatch(ctx, w, m.out)
+	return t, true, err
+}
+
+// awaitBegins waits for the Begin of every member that joined while its row was logged and
+// returns the members that may ride: the others are told at once, and nothing of theirs ran
+// (S7). A member whose Begin has not answered by the end of the batch's budget runs alone from
+// its SQL phase on, if its row turns out fresh.
+func awaitBegins(ctx context.Context, members []*member) []*member {
+	riders := members[:0:0]
+	for _, m := range members {
+		if m.begun != nil {
+			select {
+			case <-m.begun:
+			case <-ctx.Done():
+				m.out.rerun = true
+				close(m.done)
+				continue
+			}
+			if !m.begin.run {
+				close(m.done)
+				continue
+			}
+		}
+		riders = append(riders, m)
+	}
+	return riders
+}
