@@ -30,13 +30,16 @@ import (
 // the reset rides in the same round trip, right after PREPARE (or COMMIT), which ended the
 // transaction; after a failure it is sent after the ROLLBACK.
 //
-// The coordinator's own statements (the marker row, PREPARE or COMMIT) run after RESET ALL: a
-// client's SET LOCAL or set_config(…, true) ends with its statements, as it does for a member of
-// a shared transaction (S6). Otherwise a client's statement_timeout or lock_timeout could fail
-// the coordinator's statements, and its synchronous_commit = off would make a one-phase COMMIT,
-// which is the decision, return before it is durable: a 200 that a crash of PostgreSQL can undo.
-// RESET ALL clears the transaction-local setting the guards read, so the last statement's guard
-// is a statement of its own, before it.
+// The client's statements run inside a savepoint, and the coordinator's own statements (the
+// marker row, PREPARE or COMMIT) after its release and RESET ALL: what the client changed for the
+// rest of the transaction ends with its statements, as it does for a member of a shared
+// transaction (S6). Releasing the savepoint restores the transaction's read-write mode (a client
+// may make it read-only after its writes, which PostgreSQL allows, and then the marker insert
+// would fail); RESET ALL its settings. Otherwise a client's statement_timeout or lock_timeout
+// could fail the coordinator's statements, and its synchronous_commit = off would make a
+// one-phase COMMIT, which is the decision, return before it is durable: a 200 that a crash of
+// PostgreSQL can undo. RESET ALL clears the transaction-local setting the guards read, so the
+// last statement's guard is a statement of its own, before it.
 func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Statement, gid string, onePhase bool, afterWork func()) ([]coord.SQLResult, error) {
 	db, err := d.db(database)
 	if err != nil {
@@ -59,6 +62,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	} else {
 		b.Queue(enterSQL)
 	}
+	b.Queue("SAVEPOINT " + memberSavepoint)
 	for i, s := range stmts {
 		b.Queue(s.Statement, args(s.Args)...)
 		switch {
@@ -72,7 +76,10 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 			b.Queue(guardSQL(false))
 		}
 	}
-	b.Queue("RESET ALL") // the client's settings end with its statements
+	// The client's transaction-local state ends with its statements: the read-only mode it set
+	// with the savepoint's release, its settings with RESET ALL.
+	b.Queue("RELEASE SAVEPOINT " + memberSavepoint)
+	b.Queue("RESET ALL")
 	b.Queue("INSERT INTO "+db.markers+" (gid) VALUES ($1)", gid)
 	if onePhase {
 		b.Queue("COMMIT")
@@ -211,14 +218,14 @@ func (d *Databases) terminate(ctx context.Context, pool interface {
 	return true
 }
 
-// readResults reads BEGIN, each statement's result (rows when it returns any) and its guard,
-// RESET ALL, the marker and PREPARE (or COMMIT).
+// readResults reads BEGIN, the enter statement and the savepoint, each statement's result (rows
+// when it returns any) and its guard, the savepoint's release, RESET ALL, the marker and PREPARE
+// (or COMMIT).
 func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, afterWork func()) ([]coord.SQLResult, error) {
-	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+	for range 3 { // BEGIN, enter, SAVEPOINT
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("begin: %w", err)
+		}
 	}
 	results := make([]coord.SQLResult, len(stmts))
 	for i := range stmts {
@@ -234,8 +241,10 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 	if afterWork != nil {
 		afterWork()
 	}
-	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("reset the client's settings: %w", err)
+	for range 2 { // RELEASE SAVEPOINT, RESET ALL
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("end the client's transaction-local state: %w", err)
+		}
 	}
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("marker row: %w", err)

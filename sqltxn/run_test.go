@@ -209,6 +209,35 @@ CREATE CONSTRAINT TRIGGER record_settings AFTER INSERT ON `+schema+`.coordinator
 	}
 }
 
+// A client may make its transaction read-only after its writes (PostgreSQL then still commits
+// them): the mode ends with its statements, and the coordinator's marker row is still written,
+// alone (both phases) and in a shared transaction, where the next member's writes are unaffected.
+func TestRunClientReadOnlyEndsWithItsStatements(t *testing.T) {
+	t.Parallel()
+	d, admin, schema := testDatabases(t, Options{})
+	ctx := context.Background()
+	for i, ro := range []string{"SELECT pg_catalog.set_config('transaction_read_only', 'on', true)", "SET TRANSACTION READ ONLY"} {
+		for _, onePhase := range []bool{true, false} {
+			id := fmt.Sprintf("ro%d%t", i, onePhase)
+			gid := schema + "_" + id + "@default"
+			_, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('"+id+"')", ro), gid, onePhase, nil)
+			require.NoError(t, err, "%s, one phase: %t", ro, onePhase)
+			if !onePhase {
+				require.NoError(t, d.CommitPrepared(ctx, "default", gid))
+			}
+		}
+	}
+	gid := schema + "_+ro@default"
+	run := d.RunShared(ctx, "default", [][]coord.Statement{
+		stmts("INSERT INTO orders VALUES ('s1')", "SELECT pg_catalog.set_config('transaction_read_only', 'on', true)"),
+		stmts("INSERT INTO orders VALUES ('s2')"),
+	}, gid, nil)
+	require.NoError(t, run.Err)
+	require.Nil(t, run.Excluded[1], "the next member writes")
+	require.NoError(t, d.CommitPrepared(ctx, "default", gid))
+	assert.ElementsMatch(t, []string{"ro0true", "ro0false", "ro1true", "ro1false", "s1", "s2"}, committedIDs(t, admin, schema))
+}
+
 // assertReset checks that the next request on the (one) connection sees no session state left.
 func assertReset(t *testing.T, d *Databases, gidPrefix string) {
 	t.Helper()

@@ -10,7 +10,8 @@ import (
 	"github.com/kpgtx/coordinator/coord"
 )
 
-// memberSavepoint is the savepoint around one request's statements in a shared transaction.
+// memberSavepoint is the savepoint around one request's statements (in a shared transaction, and
+// alone: its release ends the read-only mode a client may have set).
 const memberSavepoint = "kpgtx_member"
 
 // RunShared executes several requests' statements on one database as one transaction with one

@@ -18,7 +18,8 @@ import (
 // others fail inside the shared transaction; each of them runs again alone, and exactly one
 // commits). A second wave adds neighbours whose work fails only at PREPARE, which fails the
 // whole shared transaction: a deferred foreign key to a missing parent, and a NOTIFY (which
-// PostgreSQL refuses to prepare). Every request ends atomic with a true answer.
+// PostgreSQL refuses to prepare). A third adds neighbours that make the transaction read-only
+// after their writes. Every request ends atomic with a true answer.
 func TestSharedSQLNeighbours(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{poolSize: 16})
@@ -38,6 +39,10 @@ func TestSharedSQLNeighbours(t *testing.T) {
 		"same_key":    "INSERT INTO orders (id, total) VALUES ('nb-same', 0)",
 		"deferred":    "INSERT INTO " + decoy + ".children (id, parent) VALUES ('%s', 1)",
 		"notify":      "SELECT pg_catalog.pg_notify('kpgtx_neighbour', '%s')",
+		// Read-only for the rest of the transaction, after its own writes (RESET ALL cannot
+		// undo it; its savepoint's release does): it commits, and so do the next members'
+		// writes and the coordinator's marker row.
+		"read_only": "SELECT pg_catalog.set_config('transaction_read_only', 'on', true)",
 	}
 	failsAtPrepare := func(kind string) bool { return kind == "deferred" || kind == "notify" }
 	// wave runs n requests of the kinds at once and returns how many of each kind committed.
@@ -93,6 +98,7 @@ func TestSharedSQLNeighbours(t *testing.T) {
 	assert.Positive(t, e.scrape(t).val(t, "kpgtx_sql_shared_transaction_members_count"),
 		"no PostgreSQL transaction was shared")
 	wave("b", 48, "plain", "deferred", "search_path", "notify")
+	wave("c", 24, "plain", "read_only", "plain", "search_path")
 
 	var decoyRows, children int
 	require.NoError(t, e.db.QueryRow(context.Background(), "SELECT count(*) FROM "+decoy+".orders").Scan(&decoyRows))
