@@ -81,6 +81,7 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 	if r.Timeout != 0 && r.Timeout < MinTimeout || (l.MaxTimeout > 0 && r.Timeout > l.MaxTimeout) {
 		return invalid("timeout_ms", fmt.Sprintf("must be between %d and %d", MinTimeout.Milliseconds(), l.MaxTimeout.Milliseconds()))
 	}
+	ran := map[string]bool{} // databases with a statement that is no isolation level
 	for i := range r.SQL {
 		s := &r.SQL[i]
 		field := "sql[" + strconv.Itoa(i) + "]"
@@ -101,6 +102,15 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 		// grammar decides (sqlpolicy); sqltxn keeps a protocol-level guard behind it.
 		if err := sqlpolicy.Check(s.Statement, sqlpolicy.Options{Confined: l.ConfinedSQL}); err != nil {
 			return invalid(field+".statement", err.Error())
+		}
+		// PostgreSQL takes an isolation level only before the transaction's first query: the
+		// participant runs the ones that lead a database's statements before its own.
+		switch {
+		case !sqlpolicy.SetsIsolation(s.Statement):
+			ran[s.Database] = true
+		case ran[s.Database]:
+			return invalid(field+".statement", fmt.Sprintf("it sets the isolation level (or DEFERRABLE), which PostgreSQL takes only "+
+				"before the transaction's first query: put it before the other statements on database %q", s.Database))
 		}
 		for j, a := range s.Args {
 			if !isScalar(a) {

@@ -68,6 +68,11 @@ func TestValidateValid(t *testing.T) {
 			Timeout: 30 * time.Second,
 		}},
 		{"zero timeout means the default", coord.Request{Kafka: []coord.Record{rec("e")}, Timeout: 0}},
+		{"isolation level first on each database", coord.Request{SQL: []coord.Statement{
+			stmt("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"), stmt("SELECT 1"),
+			{Database: "orders", Statement: "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"},
+		}}},
+		{"read-only mode anywhere", coord.Request{SQL: []coord.Statement{stmt("SELECT 1"), stmt("SET TRANSACTION READ ONLY")}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,6 +122,12 @@ func TestValidateInvalid(t *testing.T) {
 		{"empty topic", coord.Request{Kafka: []coord.Record{{Topic: ""}}}, "kafka[0].topic"},
 		{"empty topic second", coord.Request{Kafka: []coord.Record{rec("a"), {Topic: ""}}}, "kafka[1].topic"},
 		{"negative partition", coord.Request{Kafka: []coord.Record{{Topic: "e", Partition: ptr(int32(-1))}}}, "kafka[0].partition"},
+		{"isolation level after a query", coord.Request{SQL: []coord.Statement{
+			stmt("SELECT 1"), stmt("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"),
+		}}, "sql[1].statement"},
+		{"isolation level with read-only", coord.Request{SQL: []coord.Statement{
+			stmt("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE, READ ONLY"),
+		}}, "sql[0].statement"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

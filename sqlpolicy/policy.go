@@ -174,7 +174,17 @@ func setRule(n *pg.VariableSetStmt) *Violation {
 		return &Violation{What: "SET " + name, Why: whyRole}
 	case n.GetKind() == pg.VariableSetKind_VAR_RESET || n.GetKind() == pg.VariableSetKind_VAR_RESET_ALL:
 		return &Violation{What: "RESET", Why: whySession}
-	case name == "transaction" || name == "transaction snapshot":
+	case name == "transaction":
+		// This transaction's own characteristics. An isolation level runs before the
+		// coordinator's first query (SetsIsolation), where a read-only mode would stay for the
+		// coordinator's marker row too; a read-only mode set on its own runs in place, and ends
+		// with the client's statements.
+		if isolation, readOnly := transactionModes(n); isolation && readOnly {
+			return &Violation{What: "SET TRANSACTION with an isolation level (or DEFERRABLE) and READ ONLY",
+				Why: "the coordinator writes its marker row in the transaction; set READ ONLY in a SET TRANSACTION of its own"}
+		}
+		return nil
+	case name == "transaction snapshot":
 		return nil // this transaction's own characteristics
 	case !n.GetIsLocal():
 		return &Violation{What: "SET without LOCAL", Why: whySession}

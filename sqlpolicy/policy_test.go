@@ -28,6 +28,8 @@ var refused = []struct{ stmt, what string }{
 	{"RELEASE SAVEPOINT s", "RELEASE"},
 	{"ROLLBACK TO SAVEPOINT s", "ROLLBACK TO"},
 	{"COMMIT PREPARED 'other'", "COMMIT PREPARED"},
+	{"SET TRANSACTION ISOLATION LEVEL SERIALIZABLE READ ONLY", "READ ONLY"},
+	{"SET TRANSACTION READ ONLY, DEFERRABLE", "READ ONLY"},
 	{"ROLLBACK PREPARED 'other'", "ROLLBACK PREPARED"},
 	{"SET statement_timeout = 1", "SET without LOCAL"},
 	{"set SESSION statement_timeout to 1", "SET without LOCAL"},
@@ -108,6 +110,8 @@ func TestCheckAllows(t *testing.T) {
 		"SET LOCAL statement_timeout = 5000",
 		"SET LOCAL search_path = app",
 		"SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+		"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ WRITE",
+		"SET TRANSACTION READ ONLY",
 		"SET CONSTRAINTS ALL DEFERRED",
 		"SELECT set_config('app.user', $1, true)",
 		"SELECT pg_advisory_xact_lock(1)",
@@ -156,4 +160,25 @@ func BenchmarkCheck(b *testing.B) {
 			_ = check(stmt, Options{})
 		}
 	})
+}
+
+// SetsIsolation picks the SET TRANSACTION forms PostgreSQL takes only before the first query.
+func TestSetsIsolation(t *testing.T) {
+	t.Parallel()
+	for stmt, want := range map[string]bool{
+		"SET TRANSACTION ISOLATION LEVEL SERIALIZABLE":               true,
+		"set transaction isolation level read committed, read write": true,
+		"SET TRANSACTION DEFERRABLE":                                 true,
+		"SET TRANSACTION NOT DEFERRABLE":                             true,
+		"SET TRANSACTION READ ONLY":                                  false,
+		"SET TRANSACTION READ WRITE":                                 false,
+		"SET LOCAL transaction_isolation = 'serializable'":           true,
+		"SET LOCAL transaction_deferrable = on":                      true,
+		"SET LOCAL transaction_read_only = on":                       false,
+		"SET TRANSACTION SNAPSHOT '00000003-0000001B-1'":             false,
+		"SELECT 1": false,
+		"not sql":  false,
+	} {
+		assert.Equal(t, want, SetsIsolation(stmt), stmt)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/sqlpolicy"
 )
 
 // Run executes one database's part of a global transaction in a single round trip: BEGIN, the
@@ -55,22 +56,34 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	discard, resetDone := false, false
 	defer func() { d.reset(ctx, conn, database, discard, resetDone) }()
 
+	// PostgreSQL takes an isolation level only before the transaction's first query: the
+	// request's leading SET TRANSACTION ISOLATION LEVEL statements run before the enter
+	// statement. Such a statement sets only this transaction's characteristics
+	// (sqlpolicy.SetsIsolation), so it needs no guard, nor the statement role.
+	lead := 0
+	for lead < len(stmts) && sqlpolicy.SetsIsolation(stmts[lead].Statement) {
+		lead++
+	}
+	role := d.role != "" && lead < len(stmts)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	if d.role != "" {
+	for _, s := range stmts[:lead] {
+		b.Queue(s.Statement, args(s.Args)...)
+	}
+	if role {
 		b.Queue(enterSQL+", pg_catalog.set_config('role', $1, true)", d.role)
 	} else {
 		b.Queue(enterSQL)
 	}
 	b.Queue("SAVEPOINT " + memberSavepoint)
-	for i, s := range stmts {
-		b.Queue(s.Statement, args(s.Args)...)
+	for i := lead; i < len(stmts); i++ {
+		b.Queue(stmts[i].Statement, args(stmts[i].Args)...)
 		switch {
-		case d.role != "" && i == len(stmts)-1:
+		case role && i == len(stmts)-1:
 			// The marker row is the coordinator's: back to the session's own role for it
 			// (RESET ALL leaves the role alone).
 			b.Queue(guardSQL(true)+", pg_catalog.set_config('role', 'none', true)", d.role)
-		case d.role != "":
+		case role:
 			b.Queue(guardSQL(true), d.role)
 		default:
 			b.Queue(guardSQL(false))
@@ -89,7 +102,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	b.Queue("DISCARD ALL") // skipped by the server when anything before it failed
 
 	br := conn.SendBatch(ctx, b)
-	results, err := readResults(br, database, stmts, afterWork)
+	results, err := readResults(br, database, stmts, lead, afterWork)
 	if err == nil {
 		// PREPARE (or COMMIT) answered: the outcome is known whatever happens to the reset.
 		resetDone = d.readReset(br, database)
@@ -218,17 +231,27 @@ func (d *Databases) terminate(ctx context.Context, pool interface {
 	return true
 }
 
-// readResults reads BEGIN, the enter statement and the savepoint, each statement's result (rows
-// when it returns any) and its guard, the savepoint's release, RESET ALL, the marker and PREPARE
-// (or COMMIT).
-func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, afterWork func()) ([]coord.SQLResult, error) {
-	for range 3 { // BEGIN, enter, SAVEPOINT
+// readResults reads BEGIN, the lead statements that set the isolation level, the enter
+// statement and the savepoint, each other statement's result (rows when it returns any) and its
+// guard, the savepoint's release, RESET ALL, the marker and PREPARE (or COMMIT).
+func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, lead int, afterWork func()) ([]coord.SQLResult, error) {
+	results := make([]coord.SQLResult, len(stmts))
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	for i := range lead {
+		res, _, err := readOne(br, database)
+		if err != nil {
+			return nil, fmt.Errorf("statement %d: %w", i, err)
+		}
+		results[i] = res
+	}
+	for range 2 { // enter, SAVEPOINT
 		if _, err := br.Exec(); err != nil {
 			return nil, fmt.Errorf("begin: %w", err)
 		}
 	}
-	results := make([]coord.SQLResult, len(stmts))
-	for i := range stmts {
+	for i := lead; i < len(stmts); i++ {
 		res, tag, err := readOne(br, database)
 		if err != nil {
 			return nil, fmt.Errorf("statement %d: %w", i, err)

@@ -238,6 +238,49 @@ func TestRunClientReadOnlyEndsWithItsStatements(t *testing.T) {
 	assert.ElementsMatch(t, []string{"ro0true", "ro0false", "ro1true", "ro1false", "s1", "s2"}, committedIDs(t, admin, schema))
 }
 
+// A request may choose its transaction's isolation level: the leading SET TRANSACTION runs
+// before the coordinator's first query, which PostgreSQL requires, and the statements after it
+// see that level; alone it holds too, and with a statement role.
+func TestRunIsolationLevel(t *testing.T) {
+	t.Parallel()
+	d, admin, schema := testDatabases(t, Options{})
+	ctx := context.Background()
+	check := func(t *testing.T, d *Databases, id string) {
+		t.Helper()
+		for _, onePhase := range []bool{true, false} {
+			gid := fmt.Sprintf("%s_%s%t@default", schema, id, onePhase)
+			res, err := d.Run(ctx, "default", stmts("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+				"SET LOCAL transaction_deferrable = on",
+				fmt.Sprintf("INSERT INTO orders VALUES ('%s%t')", id, onePhase),
+				"SELECT current_setting('transaction_isolation') AS iso"), gid, onePhase, nil)
+			require.NoError(t, err, "one phase: %t", onePhase)
+			require.Len(t, res, 4, "a result for every statement, in order")
+			assert.Equal(t, "serializable", res[3].Rows[0]["iso"])
+			if !onePhase {
+				require.NoError(t, d.CommitPrepared(ctx, "default", gid))
+			}
+			_, err = d.Run(ctx, "default", stmts("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"), gid+"only", onePhase, nil)
+			require.NoError(t, err, "a request of isolation levels only")
+			if !onePhase {
+				require.NoError(t, d.CommitPrepared(ctx, "default", gid+"only"))
+			}
+		}
+	}
+	check(t, d, "i")
+
+	dsn := d.dbs["default"].pool.Config().ConnString()
+	role := schema + "_iso"
+	_, err := admin.Exec(ctx, "CREATE ROLE "+role+" NOLOGIN; GRANT USAGE ON SCHEMA "+schema+" TO "+role+
+		"; GRANT SELECT, INSERT ON "+schema+".orders TO "+role)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP OWNED BY "+role+"; DROP ROLE "+role) })
+	dr, err := Open(ctx, map[string]string{"default": dsn}, Options{MaxConns: 1, StatementRole: role})
+	require.NoError(t, err)
+	t.Cleanup(dr.Close)
+	check(t, dr, "r")
+	assert.ElementsMatch(t, []string{"itrue", "ifalse", "rtrue", "rfalse"}, committedIDs(t, admin, schema))
+}
+
 // assertReset checks that the next request on the (one) connection sees no session state left.
 func assertReset(t *testing.T, d *Databases, gidPrefix string) {
 	t.Helper()

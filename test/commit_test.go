@@ -55,3 +55,28 @@ func TestCommitBothSides(t *testing.T) {
 	assert.Equal(t, "committed", g.str("state"))
 	assert.Empty(t, e.preparedLeft())
 }
+
+// A request chooses its transaction's isolation level with a leading SET TRANSACTION, as it
+// would in PostgreSQL: its statements run at that level, and it commits on both sides.
+func TestIsolationLevelChosen(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	req := order(e, "iso-1", 5)
+	req["sql"] = append([]any{map[string]any{"statement": "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"}},
+		append(req["sql"].([]any), map[string]any{"statement": "SELECT current_setting('transaction_isolation') AS iso"})...)
+	r := e.post(req)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	results, _ := r.get("sql").([]any)
+	require.Len(t, results, 3, "a result for every statement: %s", r.Raw)
+	rows, _ := results[2].(map[string]any)["rows"].([]any)
+	require.Len(t, rows, 1, "%s", r.Raw)
+	assert.Equal(t, "serializable", rows[0].(map[string]any)["iso"], "%s", r.Raw)
+	assert.Equal(t, 1, countRows(t, e.db, "iso-1"))
+	n := 0
+	for _, rec := range e.committedRecords(e.topic) {
+		if string(rec.Key) == "iso-1" {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "its record committed once")
+}
