@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Joining while the row is logged (docs/batching.md section 13). A request whose SQL will run in
+// Joining while the row is logged (docs/batching.md section 12.6). A request whose SQL will run in
 // its batch's shared transaction has nothing to run before the leader does: it joins the open
 // batch at once and its Begin runs meanwhile, so that logging the row overlaps the wait for the
 // batch's slot instead of preceding it. The rule that makes this safe:
