@@ -102,13 +102,7 @@ func TestRunAsStatementRole(t *testing.T) {
 	d0.Close()
 	ctx := context.Background()
 	role := schema + "_client"
-	_, err := admin.Exec(ctx, "CREATE ROLE "+role+" NOLOGIN; GRANT USAGE ON SCHEMA "+schema+" TO "+role+
-		"; GRANT SELECT, INSERT ON "+schema+".orders TO "+role)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP OWNED BY "+role+"; DROP ROLE "+role) })
-	d, err := Open(ctx, map[string]string{"default": dsn}, Options{MaxConns: 1, StatementRole: role})
-	require.NoError(t, err)
-	t.Cleanup(d.Close)
+	d := withStatementRole(t, admin, dsn, schema, role)
 
 	res, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('r') RETURNING current_user AS who"), schema+"_r@default", true, nil)
 	require.NoError(t, err)
@@ -268,17 +262,23 @@ func TestRunIsolationLevel(t *testing.T) {
 	}
 	check(t, d, "i")
 
-	dsn := d.dbs["default"].pool.Config().ConnString()
-	role := schema + "_iso"
+	check(t, withStatementRole(t, admin, d.dbs["default"].pool.Config().ConnString(), schema, schema+"_iso"), "r")
+	assert.ElementsMatch(t, []string{"itrue", "ifalse", "rtrue", "rfalse"}, committedIDs(t, admin, schema))
+}
+
+// withStatementRole opens the participant on dsn with a fresh statement role that may read and
+// insert into schema's orders table.
+func withStatementRole(t *testing.T, admin *pgx.Conn, dsn, schema, role string) *Databases {
+	t.Helper()
+	ctx := context.Background()
 	_, err := admin.Exec(ctx, "CREATE ROLE "+role+" NOLOGIN; GRANT USAGE ON SCHEMA "+schema+" TO "+role+
 		"; GRANT SELECT, INSERT ON "+schema+".orders TO "+role)
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP OWNED BY "+role+"; DROP ROLE "+role) })
-	dr, err := Open(ctx, map[string]string{"default": dsn}, Options{MaxConns: 1, StatementRole: role})
+	d, err := Open(ctx, map[string]string{"default": dsn}, Options{MaxConns: 1, StatementRole: role})
 	require.NoError(t, err)
-	t.Cleanup(dr.Close)
-	check(t, dr, "r")
-	assert.ElementsMatch(t, []string{"itrue", "ifalse", "rtrue", "rfalse"}, committedIDs(t, admin, schema))
+	t.Cleanup(d.Close)
+	return d
 }
 
 // assertReset checks that the next request on the (one) connection sees no session state left.

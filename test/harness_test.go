@@ -348,6 +348,18 @@ func (e *env) preparedLeft() []string {
 	return gids
 }
 
+// committedWithKey is how many committed records of the env's topic carry key.
+func (e *env) committedWithKey(key string) int {
+	e.t.Helper()
+	n := 0
+	for _, r := range e.committedRecords(e.topic) {
+		if string(r.Key) == key {
+			n++
+		}
+	}
+	return n
+}
+
 // committedRecords returns what a read_committed consumer reads from the topic, by
 // "partition/offset". To know where the end is, it first appends an end marker to every
 // partition: a read_committed consumer delivers the marker only after every transaction before
