@@ -40,6 +40,7 @@ WITH x AS (
     INSERT INTO coordinator_transactions (gid, request_id, request_digest, instance_id, state, sql_gids,
         owner_instance, owner_epoch, one_phase)
     SELECT gid, request_id, digest, instance, 'active', sql_gids::jsonb, instance, epoch, one_phase FROM x
+    ORDER BY request_id -- every flush takes the keys in one order: two instances never deadlock on them
     ON CONFLICT DO NOTHING
     RETURNING ` + columns + `
 ), ev AS (

@@ -39,3 +39,16 @@ func asRefused(err error, what string) error {
 	}
 	return err
 }
+
+// retryable reports a log transaction the server rolled back as a whole for a reason of the
+// moment, not of its writes: a deadlock (40P01; two log transactions took the same keys in
+// opposite orders) or a serialization failure (40001). Nothing of it committed, so sending it
+// again is safe, and the group commit does, up to flushAttempts times, so that one such
+// moment does not fail every write it carries. Anything else is the writes' own answer.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// flushAttempts bounds how often a retryable log transaction is sent.
+const flushAttempts = 3

@@ -95,7 +95,7 @@ func (g *groupCommit) alone(ctx context.Context, sql string, args []any, scan fu
 	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	defer cancel()
 	start := time.Now()
-	err := scan(g.pool.QueryRow(ctx, sql, args...))
+	err := retried(func() error { return scan(g.pool.QueryRow(ctx, sql, args...)) })
 	if g.obs != nil {
 		g.obs.ObserveLogBatch(1, time.Since(start))
 	}
@@ -141,7 +141,7 @@ func (g *groupCommit) flush(batch []*write) {
 	if len(batch) == 1 {
 		// Alone: an autocommit statement, no BEGIN/COMMIT.
 		w := batch[0]
-		w.err <- w.scan(g.pool.QueryRow(ctx, w.sql, w.args...))
+		w.err <- retried(func() error { return w.scan(g.pool.QueryRow(ctx, w.sql, w.args...)) })
 		return
 	}
 	// The Begins of the batch go first, as one statement; the other writes follow, each its own.
@@ -149,8 +149,9 @@ func (g *groupCommit) flush(batch []*write) {
 	if !g.separate {
 		merged, rest, msql, margs = mergeBegins(batch)
 	}
-	errs := make([]error, len(merged)+len(rest))
-	err := func() error {
+	var errs []error
+	err := retried(func() error {
+		errs = make([]error, len(merged)+len(rest))
 		// BEGIN, the writes and COMMIT in one round trip. A statement that fails makes the
 		// server skip the rest, COMMIT included: every write of the batch fails, as none
 		// committed. A connection left inside the failed transaction is not reused (pgxpool
@@ -182,14 +183,32 @@ func (g *groupCommit) flush(batch []*write) {
 			// SQL error aborts the transaction, and COMMIT's answer below fails them all.
 			errs[len(merged)+i] = w.scan(br.QueryRow())
 		}
-		return readCommit(br, "group commit")
-	}()
+		err := readCommit(br, "group commit")
+		if err != nil {
+			// The statement that failed names why the transaction was rolled back.
+			for _, e := range errs {
+				if retryable(e) {
+					return e
+				}
+			}
+		}
+		return err
+	})
 	for i, w := range append(merged, rest...) {
 		if err != nil {
 			errs[i] = err
 		}
 		w.err <- errs[i]
 	}
+}
+
+// retried runs send again while it fails retryable, up to flushAttempts times.
+func retried(send func() error) error {
+	err := send()
+	for attempt := 1; attempt < flushAttempts && retryable(err); attempt++ {
+		err = send()
+	}
+	return err
 }
 
 // readCommit reads the answer to the COMMIT that ends a pipelined transaction (after its last
