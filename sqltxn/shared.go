@@ -16,9 +16,12 @@ const memberSavepoint = "kpgtx_member"
 
 // RunShared executes several requests' statements on one database as one transaction with one
 // marker row and one PREPARE TRANSACTION gid (docs/batching.md section 12). Each request runs
-// inside a savepoint; after its statements the session's settings are reset (RESET ALL) and
-// the enter statement marks the transaction and sets the statement role again, so that nothing
-// a request's SET LOCAL or set_config changed reaches the next request's statements. Every
+// inside a savepoint; after its statements its deferred constraints are checked (SET
+// CONSTRAINTS ALL IMMEDIATE, so that a failing one fails that request alone, and a request that
+// deferred constraints cannot let the next one commit what would fail alone), the session's
+// settings are reset (RESET ALL) and the enter statement marks the transaction and sets the
+// statement role again, so that nothing a request's SET LOCAL or set_config changed reaches the
+// next request's statements. Every
 // client statement is followed by its guard, as in Run.
 //
 // Everything is pipelined in one round trip. When a request's statement fails, PostgreSQL
@@ -125,6 +128,11 @@ func (s *sharedRound) batch(first bool) *pgx.Batch {
 				b.Queue(guardSQL(false))
 			}
 		}
+		// The member's deferred constraints are checked at its end, and the next member starts
+		// with every constraint immediate: a member that deferred them (SET CONSTRAINTS, inside
+		// a function) must not let the next one commit what would fail alone. The next one fails
+		// at worst, and runs again alone.
+		b.Queue("SET CONSTRAINTS ALL IMMEDIATE")
 		b.Queue("RESET ALL")
 		s.enter(b)
 		b.Queue("RELEASE SAVEPOINT " + memberSavepoint)
@@ -169,7 +177,7 @@ func (s *sharedRound) read(br pgx.BatchResults, first bool, afterWork func()) (f
 				return i, fmt.Errorf("after statement %d: %w", j, err)
 			}
 		}
-		for range 3 { // RESET ALL, enter, RELEASE
+		for range 4 { // SET CONSTRAINTS, RESET ALL, enter, RELEASE
 			if _, err := br.Exec(); err != nil {
 				return i, fmt.Errorf("end of member %d: %w", i, err)
 			}

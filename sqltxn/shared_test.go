@@ -125,3 +125,52 @@ func TestRunSharedPrepareFails(t *testing.T) {
 	require.NoError(t, err, "the session is usable after the failure")
 	assert.Equal(t, []string{"z"}, committedIDs(t, admin, schema))
 }
+
+// A member's deferred constraints are checked at its own end, and the next member starts with
+// every constraint immediate: a member that deferred them (inside a function, where the parser
+// does not look) cannot make the next one commit what would fail alone, and a member whose own
+// deferred constraint fails is left out alone, instead of failing the shared PREPARE for all.
+func TestRunSharedConstraintsEndWithTheMember(t *testing.T) {
+	t.Parallel()
+	d, admin, schema := testDatabases(t, Options{})
+	ctx := context.Background()
+	_, err := admin.Exec(ctx, `CREATE TABLE `+schema+`.parents (id int PRIMARY KEY);
+CREATE TABLE `+schema+`.now_child (id text PRIMARY KEY, parent int REFERENCES `+schema+`.parents DEFERRABLE INITIALLY IMMEDIATE);
+CREATE TABLE `+schema+`.later_child (id text PRIMARY KEY, parent int REFERENCES `+schema+`.parents DEFERRABLE INITIALLY DEFERRED);
+CREATE FUNCTION `+schema+`.defer_all() RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE 'SET CONSTRAINTS ALL DEFERRED';
+  RETURN 1;
+END$$`)
+	require.NoError(t, err)
+	// Alone, the child before its parent fails at once (the constraint is immediate).
+	orphanFirst := stmts("INSERT INTO now_child VALUES ('c', 5)", "INSERT INTO parents VALUES (5)")
+	_, err = d.Run(ctx, "default", orphanFirst, schema+"_alone@default", true, nil)
+	require.Error(t, err)
+	assert.Equal(t, "23503", sqlstate(err))
+
+	gid := schema + "_+c1@default"
+	run := d.RunShared(ctx, "default", [][]coord.Statement{
+		stmts("SELECT defer_all()"),
+		orphanFirst,
+		stmts("INSERT INTO orders VALUES ('kept')"),
+	}, gid, nil)
+	require.NoError(t, run.Err)
+	assert.Nil(t, run.Excluded[0])
+	require.Error(t, run.Excluded[1], "the neighbour's deferral did not reach it")
+	assert.Equal(t, "23503", coord.AsFailure(run.Excluded[1]).SQLState)
+	assert.Nil(t, run.Excluded[2])
+	require.NoError(t, d.CommitPrepared(ctx, "default", gid))
+
+	gid = schema + "_+c2@default"
+	run = d.RunShared(ctx, "default", [][]coord.Statement{
+		stmts("INSERT INTO later_child VALUES ('l', 7)"), // its own deferred constraint fails
+		stmts("INSERT INTO orders VALUES ('kept2')"),
+	}, gid, nil)
+	require.NoError(t, run.Err, "no member's deferred constraint is left for PREPARE")
+	require.Error(t, run.Excluded[0], "its deferred constraint fails at its own end")
+	assert.Equal(t, "23503", coord.AsFailure(run.Excluded[0]).SQLState)
+	assert.Nil(t, run.Excluded[1])
+	require.NoError(t, d.CommitPrepared(ctx, "default", gid))
+	assert.Equal(t, []string{"kept", "kept2"}, committedIDs(t, admin, schema))
+}
