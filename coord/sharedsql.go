@@ -35,9 +35,9 @@ import (
 //     transaction: it was rolled back to its savepoint, or the shared transaction was never
 //     prepared, or its ROLLBACK PREPARED answered. Otherwise it is answered aborted (409, not
 //     "safe to retry") and S3 rolls the orphan back.
-//   - S6: nothing of one member's session reaches the next: SET CONSTRAINTS ALL IMMEDIATE,
-//     RESET ALL and the enter statement after each member, and its savepoint's release
-//     (sqltxn.Databases.RunShared), and only statements sqlpolicy.Shareable accepts share.
+//   - S6: nothing of one member's session reaches the next: RESET ALL, SET CONSTRAINTS ALL
+//     IMMEDIATE and the enter statement after each member, a read-only mode refused by its
+//     guard (sqltxn.Databases.RunShared), and only statements sqlpolicy.Shareable accepts share.
 //   - S7: a member joins its batch while its row is logged, and gets no participant work before
 //     that row is durable (joined.go, awaitBegins).
 

@@ -30,6 +30,7 @@ var (
 // SQLSTATEs the package acts on.
 const (
 	sqlstateUndefinedObject      = "42704" // COMMIT/ROLLBACK PREPARED of a gid that does not exist
+	sqlstateReadOnly             = "25006" // a write in a read-only transaction
 	sqlstateSerializationFailure = "40001"
 	sqlstateDeadlockDetected     = "40P01"
 	sqlstateDuplicateObject      = "42710" // PREPARE TRANSACTION with a gid already in use
@@ -92,6 +93,18 @@ func isGuardFailure(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == sqlstateUndefinedObject && strings.Contains(pe.Message, guardLeft)
 }
+
+// isReadOnlyGuard: the guard after a client statement found the transaction read-only (run.go).
+func isReadOnlyGuard(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == sqlstateUndefinedObject && strings.Contains(pe.Message, guardReadOnly)
+}
+
+// errReadOnly: a client statement made the transaction read-only (SET TRANSACTION READ ONLY in
+// a function, say). The coordinator writes its marker row in the transaction, so the request
+// cannot commit; nothing of it does (classified abortable: the statement's fault).
+var errReadOnly = errors.New("it made the transaction read-only; the coordinator writes its marker row in the " +
+	"transaction, which must stay read-write")
 
 func sqlstate(err error) string {
 	var pe *pgconn.PgError

@@ -31,16 +31,15 @@ import (
 // the reset rides in the same round trip, right after PREPARE (or COMMIT), which ended the
 // transaction; after a failure it is sent after the ROLLBACK.
 //
-// The client's statements run inside a savepoint, and the coordinator's own statements (the
-// marker row, PREPARE or COMMIT) after its release and RESET ALL: what the client changed for the
-// rest of the transaction ends with its statements, as it does for a member of a shared
-// transaction (S6). Releasing the savepoint restores the transaction's read-write mode (a client
-// may make it read-only after its writes, which PostgreSQL allows, and then the marker insert
-// would fail); RESET ALL its settings. Otherwise a client's statement_timeout or lock_timeout
-// could fail the coordinator's statements, and its synchronous_commit = off would make a
-// one-phase COMMIT, which is the decision, return before it is durable: a 200 that a crash of
-// PostgreSQL can undo. RESET ALL clears the transaction-local setting the guards read, so the
-// last statement's guard is a statement of its own, before it.
+// The coordinator's own statements (the marker row, PREPARE or COMMIT) run after RESET ALL: a
+// client's SET LOCAL or set_config(…, true) ends with its statements, as it does for a member of
+// a shared transaction (S6). Otherwise a client's statement_timeout or lock_timeout could fail
+// the coordinator's statements, and its synchronous_commit = off would make a one-phase COMMIT,
+// which is the decision, return before it is durable: a 200 that a crash of PostgreSQL can undo.
+// RESET ALL clears the transaction-local setting the guards read, so the last statement's guard
+// is a statement of its own, before it. RESET ALL cannot end a read-only mode, which the
+// coordinator's marker row cannot be written in: the guard refuses a statement that made the
+// transaction read-only (errReadOnly), alone and in a shared transaction alike.
 func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Statement, gid string, onePhase bool, afterWork func()) ([]coord.SQLResult, error) {
 	db, err := d.db(database)
 	if err != nil {
@@ -75,25 +74,33 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	} else {
 		b.Queue(enterSQL)
 	}
-	b.Queue("SAVEPOINT " + memberSavepoint)
+	last := len(stmts) - 1
 	for i := lead; i < len(stmts); i++ {
 		b.Queue(stmts[i].Statement, args(stmts[i].Args)...)
 		switch {
-		case role && i == len(stmts)-1:
-			// The marker row is the coordinator's: back to the session's own role for it
-			// (RESET ALL leaves the role alone).
-			b.Queue(guardSQL(true)+", pg_catalog.set_config('role', 'none', true)", d.role)
+		case i == last: // its guard follows RESET ALL
 		case role:
 			b.Queue(guardSQL(true), d.role)
 		default:
 			b.Queue(guardSQL(false))
 		}
 	}
-	// The client's transaction-local state ends with its statements: the read-only mode it set
-	// with the savepoint's release, its settings with RESET ALL.
-	b.Queue("RELEASE SAVEPOINT " + memberSavepoint)
+	// The client's settings end with its statements, before any statement of the coordinator's
+	// runs (the last statement's guard included): RESET ALL, then that guard, which cannot read
+	// the setting RESET ALL cleared and checks instead that the transaction still has the id the
+	// enter statement gave it. Without a role the guard is the marker insert's own condition.
 	b.Queue("RESET ALL")
-	b.Queue("INSERT INTO "+db.markers+" (gid) VALUES ($1)", gid)
+	switch {
+	case lead == len(stmts): // only isolation levels: nothing to guard
+		b.Queue("INSERT INTO "+db.markers+" (gid) VALUES ($1)", gid)
+	case role:
+		// The marker row is the coordinator's: back to the session's own role for it (RESET
+		// ALL leaves the role alone).
+		b.Queue("SELECT "+lastGuard(true)+", pg_catalog.set_config('role', 'none', true)", d.role)
+		b.Queue("INSERT INTO "+db.markers+" (gid) VALUES ($1)", gid)
+	default:
+		b.Queue("INSERT INTO "+db.markers+" (gid) SELECT $1 WHERE "+lastGuard(false)+" IS NOT NULL", gid)
+	}
 	if onePhase {
 		b.Queue("COMMIT")
 	} else {
@@ -102,7 +109,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	b.Queue("DISCARD ALL") // skipped by the server when anything before it failed
 
 	br := conn.SendBatch(ctx, b)
-	results, err := readResults(br, database, stmts, lead, afterWork)
+	results, err := readResults(br, database, stmts, lead, role, afterWork)
 	if err == nil {
 		// PREPARE (or COMMIT) answered: the outcome is known whatever happens to the reset.
 		resetDone = d.readReset(br, database)
@@ -161,14 +168,33 @@ const enterSQL = "SELECT pg_catalog.set_config('kpgtx.xid', pg_catalog.pg_curren
 // an unknown setting fails with SQLSTATE 42704 and this name in the message.
 const guardLeft = "kpgtx.client_statement_left_the_transaction"
 
+// lastGuard is the guard after the last client statement, read after RESET ALL (which clears
+// kpgtx.xid): it fails like guardSQL, checking that the transaction still has the id the enter
+// statement assigned it. After a statement ended the transaction, the next one runs in a fresh
+// transaction, which has no id until it writes, and RESET ALL does not write. With a role ($1)
+// it also checks that the statements still ran as it.
+func lastGuard(role bool) string {
+	left := "pg_catalog.pg_current_xact_id_if_assigned() IS NULL"
+	if role {
+		left += " OR current_user <> $1"
+	}
+	return "pg_catalog.current_setting(CASE WHEN " + left + " THEN '" + guardLeft +
+		"' WHEN pg_catalog.current_setting('transaction_read_only') = 'on' THEN '" + guardReadOnly + "' ELSE 'server_version' END)"
+}
+
+// guardReadOnly is the setting the guard reads when the transaction was made read-only.
+const guardReadOnly = "kpgtx.client_statement_made_the_transaction_read_only"
+
 // guardSQL fails (42704, naming guardLeft) unless the connection is still inside the
-// transaction that enterSQL marked and, with a role ($1), still runs as that role.
+// transaction that enterSQL marked and, with a role ($1), still runs as that role; and (naming
+// guardReadOnly) when the transaction is read-only.
 func guardSQL(role bool) string {
 	cond := "pg_catalog.current_setting('kpgtx.xid', true) = pg_catalog.pg_current_xact_id()::text"
 	if role {
 		cond += " AND current_user = $1"
 	}
-	return "SELECT pg_catalog.current_setting(CASE WHEN " + cond + " THEN 'kpgtx.xid' ELSE '" + guardLeft + "' END)"
+	return "SELECT pg_catalog.current_setting(CASE WHEN NOT (" + cond + ") THEN '" + guardLeft +
+		"' WHEN pg_catalog.current_setting('transaction_read_only') = 'on' THEN '" + guardReadOnly + "' ELSE 'kpgtx.xid' END)"
 }
 
 // resetTimeout bounds the reset of a connection before it returns to the pool.
@@ -232,9 +258,10 @@ func (d *Databases) terminate(ctx context.Context, pool interface {
 }
 
 // readResults reads BEGIN, the lead statements that set the isolation level, the enter
-// statement and the savepoint, each other statement's result (rows when it returns any) and its
-// guard, the savepoint's release, RESET ALL, the marker and PREPARE (or COMMIT).
-func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, lead int, afterWork func()) ([]coord.SQLResult, error) {
+// statement, each other statement's result (rows when it returns any) and its guard, RESET ALL,
+// the last statement's guard (with a role; otherwise it is the marker insert's condition), the
+// marker and PREPARE (or COMMIT).
+func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, lead int, role bool, afterWork func()) ([]coord.SQLResult, error) {
 	results := make([]coord.SQLResult, len(stmts))
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -246,17 +273,19 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 		}
 		results[i] = res
 	}
-	for range 2 { // enter, SAVEPOINT
-		if _, err := br.Exec(); err != nil {
-			return nil, fmt.Errorf("begin: %w", err)
-		}
+	if _, err := br.Exec(); err != nil { // enter
+		return nil, fmt.Errorf("begin: %w", err)
 	}
+	last, lastTag := len(stmts)-1, ""
 	for i := lead; i < len(stmts); i++ {
 		res, tag, err := readOne(br, database)
 		if err != nil {
 			return nil, fmt.Errorf("statement %d: %w", i, err)
 		}
-		results[i] = res
+		results[i], lastTag = res, tag
+		if i == last {
+			break
+		}
 		if _, err := br.Exec(); err != nil {
 			return nil, guardError(i, tag, err)
 		}
@@ -264,12 +293,23 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 	if afterWork != nil {
 		afterWork()
 	}
-	for range 2 { // RELEASE SAVEPOINT, RESET ALL
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("reset the client's settings: %w", err)
+	}
+	if role && lead < len(stmts) {
 		if _, err := br.Exec(); err != nil {
-			return nil, fmt.Errorf("end the client's transaction-local state: %w", err)
+			return nil, guardError(last, lastTag, err)
 		}
 	}
 	if _, err := br.Exec(); err != nil {
+		switch {
+		case isGuardFailure(err) || isReadOnlyGuard(err):
+			return nil, guardError(last, lastTag, err)
+		case sqlstate(err) == sqlstateReadOnly:
+			// The insert is refused before its condition runs: a statement of the client's
+			// made the transaction read-only.
+			return nil, fmt.Errorf("statement %d: %w", last, errReadOnly)
+		}
 		return nil, fmt.Errorf("marker row: %w", err)
 	}
 	if _, err := br.Exec(); err != nil {
@@ -280,9 +320,12 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 
 // guardError is the failure of the guard after statement i (command tag tag).
 func guardError(i int, tag string, err error) error {
-	if isGuardFailure(err) {
+	switch {
+	case isGuardFailure(err):
 		return fmt.Errorf("%w: statement %d (command tag %q) ended or left the transaction; "+
 			"what it did before that may be committed: %v", coord.ErrConfinementBreach, i, tag, err)
+	case isReadOnlyGuard(err):
+		return fmt.Errorf("statement %d: %w", i, errReadOnly)
 	}
 	return fmt.Errorf("after statement %d: %w", i, err)
 }

@@ -181,10 +181,11 @@ END$$;
 CREATE CONSTRAINT TRIGGER record_settings AFTER INSERT ON `+schema+`.coordinator_markers
   DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION `+schema+`.record_settings()`)
 	require.NoError(t, err)
-	client := stmts("SELECT pg_catalog.set_config('synchronous_commit', 'off', true)",
-		"SELECT pg_catalog.set_config('statement_timeout', '1', true)",
+	// The timeout last: no statement of the client's own runs under it.
+	client := stmts("INSERT INTO orders VALUES ('x' || pg_catalog.txid_current())",
+		"SELECT pg_catalog.set_config('synchronous_commit', 'off', true)",
 		"SELECT pg_catalog.set_config('lock_timeout', '1', true)",
-		"INSERT INTO orders VALUES ('x' || pg_catalog.txid_current())")
+		"SELECT pg_catalog.set_config('statement_timeout', '1', true)")
 	var want [3]string
 	require.NoError(t, admin.QueryRow(ctx, `SELECT current_setting('synchronous_commit'),
   current_setting('statement_timeout'), current_setting('lock_timeout')`).Scan(&want[0], &want[1], &want[2]))
@@ -203,22 +204,22 @@ CREATE CONSTRAINT TRIGGER record_settings AFTER INSERT ON `+schema+`.coordinator
 	}
 }
 
-// A client may make its transaction read-only after its writes (PostgreSQL then still commits
-// them): the mode ends with its statements, and the coordinator's marker row is still written,
-// alone (both phases) and in a shared transaction, where the next member's writes are unaffected.
-func TestRunClientReadOnlyEndsWithItsStatements(t *testing.T) {
+// A statement that makes the transaction read-only (validation refuses the visible forms; a
+// function can still do it) is refused by its guard, with a clear error, alone (both phases) and
+// in a shared transaction, where it alone is left out and the next member's writes commit:
+// the coordinator's marker row must be written in the transaction.
+func TestRunClientReadOnlyRefused(t *testing.T) {
 	t.Parallel()
 	d, admin, schema := testDatabases(t, Options{})
 	ctx := context.Background()
 	for i, ro := range []string{"SELECT pg_catalog.set_config('transaction_read_only', 'on', true)", "SET TRANSACTION READ ONLY"} {
 		for _, onePhase := range []bool{true, false} {
 			id := fmt.Sprintf("ro%d%t", i, onePhase)
-			gid := schema + "_" + id + "@default"
-			_, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('"+id+"')", ro), gid, onePhase, nil)
-			require.NoError(t, err, "%s, one phase: %t", ro, onePhase)
-			if !onePhase {
-				require.NoError(t, d.CommitPrepared(ctx, "default", gid))
-			}
+			_, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('"+id+"')", ro), schema+"_"+id+"@default", onePhase, nil)
+			require.ErrorIs(t, err, errReadOnly, "%s, one phase: %t", ro, onePhase)
+			assert.Contains(t, err.Error(), "statement 1")
+			assert.Equal(t, coord.ClassAbortable, coord.AsFailure(err).Class)
+			assert.NotErrorIs(t, err, coord.ErrConfinementBreach)
 		}
 	}
 	gid := schema + "_+ro@default"
@@ -227,9 +228,10 @@ func TestRunClientReadOnlyEndsWithItsStatements(t *testing.T) {
 		stmts("INSERT INTO orders VALUES ('s2')"),
 	}, gid, nil)
 	require.NoError(t, run.Err)
+	require.ErrorIs(t, run.Excluded[0], errReadOnly)
 	require.Nil(t, run.Excluded[1], "the next member writes")
 	require.NoError(t, d.CommitPrepared(ctx, "default", gid))
-	assert.ElementsMatch(t, []string{"ro0true", "ro0false", "ro1true", "ro1false", "s1", "s2"}, committedIDs(t, admin, schema))
+	assert.Equal(t, []string{"s2"}, committedIDs(t, admin, schema))
 }
 
 // A request may choose its transaction's isolation level: the leading SET TRANSACTION runs

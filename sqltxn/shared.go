@@ -10,18 +10,17 @@ import (
 	"github.com/kpgtx/coordinator/coord"
 )
 
-// memberSavepoint is the savepoint around one request's statements (in a shared transaction, and
-// alone: its release ends the read-only mode a client may have set).
+// memberSavepoint is the savepoint around one request's statements in a shared transaction.
 const memberSavepoint = "kpgtx_member"
 
 // RunShared executes several requests' statements on one database as one transaction with one
 // marker row and one PREPARE TRANSACTION gid (docs/batching.md section 12). Each request runs
-// inside a savepoint; after its statements its deferred constraints are checked (SET
-// CONSTRAINTS ALL IMMEDIATE, so that a failing one fails that request alone, and a request that
-// deferred constraints cannot let the next one commit what would fail alone), the session's
-// settings are reset (RESET ALL) and the enter statement marks the transaction and sets the
-// statement role again, so that nothing a request's SET LOCAL or set_config changed reaches the
-// next request's statements. Every
+// inside a savepoint; after its statements the session's settings are reset (RESET ALL, before
+// the last statement's guard, as in Run), its deferred constraints are checked (SET CONSTRAINTS
+// ALL IMMEDIATE, so that a failing one fails that request alone, and a request that deferred
+// constraints cannot let the next one commit what would fail alone), and the enter statement
+// marks the transaction and sets the statement role again, so that nothing a request's SET
+// LOCAL or set_config changed reaches the next request's statements. Every
 // client statement is followed by its guard, as in Run.
 //
 // Everything is pipelined in one round trip. When a request's statement fails, PostgreSQL
@@ -120,20 +119,27 @@ func (s *sharedRound) batch(first bool) *pgx.Batch {
 	role := s.d.role != ""
 	for _, stmts := range s.members[s.next:] {
 		b.Queue("SAVEPOINT " + memberSavepoint)
-		for _, st := range stmts {
+		for j, st := range stmts {
 			b.Queue(st.Statement, args(st.Args)...)
-			if role {
+			switch {
+			case j == len(stmts)-1: // its guard follows RESET ALL, as in Run
+			case role:
 				b.Queue(guardSQL(true), s.d.role)
-			} else {
+			default:
 				b.Queue(guardSQL(false))
 			}
+		}
+		b.Queue("RESET ALL")
+		if role {
+			b.Queue("SELECT "+lastGuard(true), s.d.role)
+		} else {
+			b.Queue("SELECT " + lastGuard(false))
 		}
 		// The member's deferred constraints are checked at its end, and the next member starts
 		// with every constraint immediate: a member that deferred them (SET CONSTRAINTS, inside
 		// a function) must not let the next one commit what would fail alone. The next one fails
 		// at worst, and runs again alone.
 		b.Queue("SET CONSTRAINTS ALL IMMEDIATE")
-		b.Queue("RESET ALL")
 		s.enter(b)
 		b.Queue("RELEASE SAVEPOINT " + memberSavepoint)
 	}
@@ -164,20 +170,33 @@ func (s *sharedRound) read(br pgx.BatchResults, first bool, afterWork func()) (f
 		}
 		stmts := s.members[i]
 		res := make([]coord.SQLResult, len(stmts))
+		lastTag := ""
 		for j := range stmts {
 			r, tag, err := readOne(br, s.database)
 			if err != nil {
 				return i, fmt.Errorf("statement %d: %w", j, err)
 			}
-			res[j] = r
+			res[j], lastTag = r, tag
+			if j == len(stmts)-1 {
+				break
+			}
 			if _, err := br.Exec(); err != nil {
 				if isGuardFailure(err) {
 					return i, s.breach(i, guardError(j, tag, err))
 				}
-				return i, fmt.Errorf("after statement %d: %w", j, err)
+				return i, guardError(j, tag, err)
 			}
 		}
-		for range 4 { // SET CONSTRAINTS, RESET ALL, enter, RELEASE
+		if _, err := br.Exec(); err != nil {
+			return i, fmt.Errorf("end of member %d: reset its settings: %w", i, err)
+		}
+		if _, err := br.Exec(); err != nil { // the last statement's guard
+			if isGuardFailure(err) {
+				return i, s.breach(i, guardError(len(stmts)-1, lastTag, err))
+			}
+			return i, guardError(len(stmts)-1, lastTag, err)
+		}
+		for range 3 { // SET CONSTRAINTS, enter, RELEASE
 			if _, err := br.Exec(); err != nil {
 				return i, fmt.Errorf("end of member %d: %w", i, err)
 			}

@@ -19,7 +19,8 @@ import (
 // commits). A second wave adds neighbours whose work fails only at PREPARE, which fails the
 // whole shared transaction: a deferred foreign key to a missing parent, and a NOTIFY (which
 // PostgreSQL refuses to prepare). A third adds neighbours that make the transaction read-only
-// after their writes. Every request ends atomic with a true answer.
+// after their writes, which the coordinator refuses. Every request ends atomic with a true
+// answer.
 func TestSharedSQLNeighbours(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{poolSize: 16})
@@ -40,11 +41,11 @@ func TestSharedSQLNeighbours(t *testing.T) {
 		"deferred":    "INSERT INTO " + decoy + ".children (id, parent) VALUES ('%s', 1)",
 		"notify":      "SELECT pg_catalog.pg_notify('kpgtx_neighbour', '%s')",
 		// Read-only for the rest of the transaction, after its own writes (RESET ALL cannot
-		// undo it; its savepoint's release does): it commits, and so do the next members'
-		// writes and the coordinator's marker row.
-		"read_only": "SELECT pg_catalog.set_config('transaction_read_only', 'on', true)",
+		// undo it): its guard refuses it, as the coordinator's marker row must be written; the
+		// next members' writes are unaffected.
+		"read_only": "SELECT pg_catalog.set_config('transaction_read_only', 'on', true) AS \"%s\"",
 	}
-	failsAtPrepare := func(kind string) bool { return kind == "deferred" || kind == "notify" }
+	failsAtPrepare := func(kind string) bool { return kind == "deferred" || kind == "notify" || kind == "read_only" }
 	// wave runs n requests of the kinds at once and returns how many of each kind committed.
 	wave := func(name string, n int, kinds ...string) map[string]int {
 		t.Helper()
