@@ -174,12 +174,11 @@ const guardLeft = "kpgtx.client_statement_left_the_transaction"
 // transaction, which has no id until it writes, and RESET ALL does not write. With a role ($1)
 // it also checks that the statements still ran as it.
 func lastGuard(role bool) string {
-	left := "pg_catalog.pg_current_xact_id_if_assigned() IS NULL"
+	inside := "pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL"
 	if role {
-		left += " OR current_user <> $1"
+		inside += " AND current_user = $1"
 	}
-	return "pg_catalog.current_setting(CASE WHEN " + left + " THEN '" + guardLeft +
-		"' WHEN pg_catalog.current_setting('transaction_read_only') = 'on' THEN '" + guardReadOnly + "' ELSE 'server_version' END)"
+	return guardCase(inside, "server_version")
 }
 
 // guardReadOnly is the setting the guard reads when the transaction was made read-only.
@@ -189,12 +188,19 @@ const guardReadOnly = "kpgtx.client_statement_made_the_transaction_read_only"
 // transaction that enterSQL marked and, with a role ($1), still runs as that role; and (naming
 // guardReadOnly) when the transaction is read-only.
 func guardSQL(role bool) string {
-	cond := "pg_catalog.current_setting('kpgtx.xid', true) = pg_catalog.pg_current_xact_id()::text"
+	inside := "pg_catalog.current_setting('kpgtx.xid', true) = pg_catalog.pg_current_xact_id()::text"
 	if role {
-		cond += " AND current_user = $1"
+		inside += " AND current_user = $1"
 	}
-	return "SELECT pg_catalog.current_setting(CASE WHEN NOT (" + cond + ") THEN '" + guardLeft +
-		"' WHEN pg_catalog.current_setting('transaction_read_only') = 'on' THEN '" + guardReadOnly + "' ELSE 'kpgtx.xid' END)"
+	return "SELECT " + guardCase(inside, "kpgtx.xid")
+}
+
+// guardCase is an expression that reads the setting ok when the condition inside holds and the
+// transaction is read-write, and otherwise fails naming guardLeft (inside is false or unknown:
+// fail closed) or guardReadOnly.
+func guardCase(inside, ok string) string {
+	return "pg_catalog.current_setting(CASE WHEN (" + inside + ") IS NOT TRUE THEN '" + guardLeft +
+		"' WHEN pg_catalog.current_setting('transaction_read_only') = 'on' THEN '" + guardReadOnly + "' ELSE '" + ok + "' END)"
 }
 
 // resetTimeout bounds the reset of a connection before it returns to the pool.
