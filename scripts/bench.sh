@@ -15,10 +15,12 @@
 #                        minutes on a 2-core machine, most of them the serial pass
 # Extra arguments go to go test (e.g. -count=3). BENCHTIME (default 3s) sets -benchtime of the
 # throughput benchmark. PPROF_SECONDS=N profiles the coordinator process over the first N seconds
-# of its c=64 run (keep BENCHTIME longer) and prints the profile's top entries; the profile is
-# kept as test/artifacts/coordinator-c64.pprof (go tool pprof -http=: <file>).
+# of its c=64 run (PPROF_C=16: its c=16 run; keep BENCHTIME longer) and prints the profile's top
+# entries; the profile is kept as test/artifacts/coordinator-c64.pprof (go tool pprof -http=:).
 # BENCH_COORDINATOR_ENV="KAFKA_SHARED_MAX=1 ..." adds settings to the coordinator's, to compare
 # tunings (KAFKA_SHARED_MAX=1 is the coordinator without shared Kafka transactions).
+# BENCH_BASELINE_ENV="NAME=value ..." adds settings to the baseline alone (BENCH_BASELINE=HEAD
+# BENCH_BASELINE_ENV=... compares a tuning against the same build in one run).
 # BENCH_BASELINE=<git revision> builds the coordinator of that revision (in a temporary git
 # worktree) and runs it as the row `baseline` in the same run: a change against the code before it.
 set -euo pipefail
@@ -39,10 +41,10 @@ fi
 profile=""
 if [ -n "${PPROF_SECONDS:-}" ]; then
   mkdir -p test/artifacts
-  profile=$PWD/test/artifacts/coordinator-c64.pprof
+  profile=$PWD/test/artifacts/coordinator-c${PPROF_C:-64}.pprof
   rm -f "$profile"
 fi
-env -u TEST_KAFKA BENCH_PPROF_SECONDS="${PPROF_SECONDS:-}" BENCH_PPROF_FILE="$profile" \
+env -u TEST_KAFKA BENCH_PPROF_SECONDS="${PPROF_SECONDS:-}" BENCH_PPROF_C="${PPROF_C:-}" BENCH_PPROF_FILE="$profile" \
   go test ./test -run '^$' -bench 'BenchmarkThroughput' -benchtime "${BENCHTIME:-3s}" -timeout 30m "$@" | tee "$out"
 
 # One table: a row per variant and concurrency, ratios against the dual write of the same c.
@@ -71,7 +73,7 @@ END {
 
 if [ -n "$profile" ] && [ -s "$profile" ]; then
   echo
-  echo "coordinator CPU profile at c=64 ($profile), top entries by own time:"
+  echo "coordinator CPU profile at c=${PPROF_C:-64} ($profile), top entries by own time:"
   go tool pprof -top -nodecount=35 "$profile" 2>/dev/null | sed -n "1,45p"
 fi
 

@@ -72,7 +72,10 @@ func BenchmarkThroughput(b *testing.B) {
 		// On a log of its own: an older revision may not know this revision's migrations.
 		eb := newStore(b, envOpts{poolSize: 64})
 		baselineTopic = eb.topic
-		baselineBase, baselinePID = startBenchBinary(b, baselineBinary, eb, "bench-baseline", append(settings, extra...))
+		// BENCH_BASELINE_ENV adds settings to the baseline's alone: a tuning against the same
+		// build in one run (BENCH_BASELINE=HEAD BENCH_BASELINE_ENV="NAME=value").
+		baselineExtra := append(append(settings, extra...), strings.Fields(os.Getenv("BENCH_BASELINE_ENV"))...)
+		baselineBase, baselinePID = startBenchBinary(b, baselineBinary, eb, "bench-baseline", baselineExtra)
 	}
 
 	producers := make(chan *kgo.Client, 64)
@@ -132,34 +135,41 @@ func BenchmarkThroughput(b *testing.B) {
 		name string
 		pid  int
 		op   func(int, string) error
+		url  string // a coordinator's base URL: its metrics tell how requests shared
 	}
 	variants := []variant{
-		{"coordinator", coordPID, viaCoordinator},
-		{"unshared", unsharedPID, viaUnshared},
-		{"inline-2pc", os.Getpid(), inline},
-		{"inline-shared", os.Getpid(), shared},
-		{"dual-write", os.Getpid(), dual},
+		{"coordinator", coordPID, viaCoordinator, base},
+		{"unshared", unsharedPID, viaUnshared, unsharedBase},
+		{"inline-2pc", os.Getpid(), inline, ""},
+		{"inline-shared", os.Getpid(), shared, ""},
+		{"dual-write", os.Getpid(), dual, ""},
 	}
 	if baselineBinary != "" {
-		variants = append(variants, variant{"baseline", baselinePID, viaBaseline})
+		variants = append(variants, variant{"baseline", baselinePID, viaBaseline, baselineBase})
+	}
+	// BENCH_PPROF_C chooses the concurrency whose run is profiled (64 unless set).
+	profiledC := 64
+	if s := os.Getenv("BENCH_PPROF_C"); s != "" {
+		profiledC, err = strconv.Atoi(s)
+		require.NoError(b, err, "BENCH_PPROF_C")
 	}
 	for _, c := range []int{1, 16, 64} {
 		for _, v := range variants {
 			b.Run(fmt.Sprintf("%s/c=%d", v.name, c), func(b *testing.B) {
 				var profiled <-chan struct{}
-				if v.pid == coordPID && c == 64 {
+				if v.pid == coordPID && c == profiledC {
 					profiled = profileCoordinator(b, pprofAddr)
 				}
 				var shared0 series
-				if v.pid == coordPID {
-					shared0 = scrapeURL(b, base+"/metrics")
+				if v.url != "" {
+					shared0 = scrapeURL(b, v.url+"/metrics")
 				}
 				before := cpu.sample(b, v.pid)
 				run(b, c, v.op)
 				after := cpu.sample(b, v.pid)
-				if shared0 != nil && v.pid == coordPID {
+				if shared0 != nil {
 					// How many requests rode in shared Kafka transactions, and how many shared each.
-					shared1 := scrapeURL(b, base+"/metrics")
+					shared1 := scrapeURL(b, v.url+"/metrics")
 					sum := shared1["kpgtx_kafka_shared_transaction_members_sum"] - shared0["kpgtx_kafka_shared_transaction_members_sum"]
 					count := shared1["kpgtx_kafka_shared_transaction_members_count"] - shared0["kpgtx_kafka_shared_transaction_members_count"]
 					b.ReportMetric(100*sum/float64(b.N), "shared-%")
