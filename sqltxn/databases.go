@@ -81,6 +81,10 @@ func openDatabase(ctx context.Context, name, dsn string, o Options) (*database, 
 		return nil, fmt.Errorf("database %q: no current schema for the marker table (check search_path): %v", name, err)
 	}
 	db.markers = pgx.Identifier{*schema, "coordinator_markers"}.Sanitize()
+	if err := guardOwnTables(ctx, pool, name, "", o.Logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if o.StatementRole != "" {
 		if err := checkRole(ctx, pool, o.StatementRole, db.markers); err != nil {
 			pool.Close()

@@ -9,6 +9,10 @@
 // one-phase path). Once prepared, the transaction belongs to the server, not to a connection:
 // it survives disconnects and restarts until COMMIT PREPARED or ROLLBACK PREPARED.
 //
+// From the enter statement to RESET ALL the transaction is the client's: kpgtx.xid is set, the
+// guards compare it with the transaction after each statement, and the coordinator's own tables
+// refuse writes (owntables.go, a trigger created at startup where it is missing).
+//
 // # Failure Handling
 //
 // A failing statement makes PostgreSQL skip the rest of the batch, so nothing is prepared. A
@@ -16,7 +20,8 @@
 // returns, so a PREPARE cannot complete after the coordinator has looked for it. COMMIT PREPARED
 // or ROLLBACK PREPARED of a gid that no longer exists is resolved with the marker row: present
 // means committed, absent means rolled back (I4); an outcome against the decision is reported as
-// coord.ErrHeuristic. A one-phase batch that failed without the server answering ERROR (a cut
+// coord.ErrHeuristic. Client code that writes a coordinator table fails its statement with
+// SQLSTATE KP001 (abortable). A one-phase batch that failed without the server answering ERROR (a cut
 // connection, an expired budget, a terminated backend's FATAL) may have committed: the error
 // matches coord.ErrCommitUnknown, and SettleOnePhase later decides it from the marker, fencing
 // the key (a marker row with aborted = true) when the transaction did not commit, so that it

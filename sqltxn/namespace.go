@@ -59,6 +59,10 @@ SELECT log_id, log_name FROM kpgtx.namespaces WHERE namespace = $1 AND NOT EXIST
 		if err != nil {
 			return fmt.Errorf("database %q: %w", name, err)
 		}
+		// The registry is the coordinator's too.
+		if err := guardOwnTables(ctx, db.pool, name, "kpgtx", d.logger); err != nil {
+			return err
+		}
 	}
 	return nil
 }

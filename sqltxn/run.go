@@ -74,17 +74,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	} else {
 		b.Queue(enterSQL)
 	}
-	last := len(stmts) - 1
-	for i := lead; i < len(stmts); i++ {
-		b.Queue(stmts[i].Statement, args(stmts[i].Args)...)
-		switch {
-		case i == last: // its guard follows RESET ALL
-		case role:
-			b.Queue(guardSQL(true), d.role)
-		default:
-			b.Queue(guardSQL(false))
-		}
-	}
+	queueClient(b, stmts[lead:], d.role)
 	// The client's settings end with its statements, before any statement of the coordinator's
 	// runs (the last statement's guard included): RESET ALL, then that guard, which cannot read
 	// the setting RESET ALL cleared and checks instead that the transaction still has the id the
@@ -161,8 +151,12 @@ func (d *Databases) endFailed(ctx context.Context, conn *pgxpool.Conn, db *datab
 }
 
 // enterSQL runs right after BEGIN: it remembers the transaction's id in a transaction-local
-// setting, which the guards compare with the current transaction.
+// setting, which the guards compare with the current transaction. While it is set, the
+// coordinator's tables refuse writes (owntables.go).
 const enterSQL = "SELECT pg_catalog.set_config('kpgtx.xid', pg_catalog.pg_current_xact_id()::text, true)"
+
+// leaveSQL clears what enterSQL set, as RESET ALL does: the coordinator's own statements follow.
+const leaveSQL = "pg_catalog.set_config('kpgtx.xid', '', true)"
 
 // guardLeft is the setting the guard reads when the connection left the transaction: reading
 // an unknown setting fails with SQLSTATE 42704 and this name in the message.
@@ -289,11 +283,8 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 			return nil, fmt.Errorf("statement %d: %w", i, err)
 		}
 		results[i], lastTag = res, tag
-		if i == last {
-			break
-		}
-		if _, err := br.Exec(); err != nil {
-			return nil, guardError(i, tag, err)
+		if err := readGuard(br, i, tag, i == last); err != nil {
+			return nil, err
 		}
 	}
 	if afterWork != nil {
@@ -314,7 +305,7 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 		case sqlstate(err) == sqlstateReadOnly:
 			// The insert is refused before its condition runs: a statement of the client's
 			// made the transaction read-only.
-			return nil, fmt.Errorf("statement %d: %w", last, errReadOnly)
+			return nil, fmt.Errorf("statement %d: %w (%w)", last, errReadOnly, err)
 		}
 		return nil, fmt.Errorf("marker row: %w", err)
 	}
@@ -324,14 +315,49 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 	return results, nil
 }
 
+// queueClient queues the client's statements, each followed by its guard (with the statement
+// role, when there is one), except the last one: its guard follows RESET ALL (queued by the
+// caller), and before that SET CONSTRAINTS ALL IMMEDIATE runs the client's deferred constraint
+// checks and triggers now, while the transaction still counts as the client's, rather than at
+// PREPARE or COMMIT: a trigger that writes the coordinator's tables is refused there as in a
+// statement (owntables.go). After a statement that ended the transaction, SET CONSTRAINTS only
+// warns, and the guard after RESET ALL reports the breach.
+func queueClient(b *pgx.Batch, stmts []coord.Statement, role string) {
+	for i, s := range stmts {
+		b.Queue(s.Statement, args(s.Args)...)
+		switch {
+		case i == len(stmts)-1:
+			b.Queue("SET CONSTRAINTS ALL IMMEDIATE")
+		case role != "":
+			b.Queue(guardSQL(true), role)
+		default:
+			b.Queue(guardSQL(false))
+		}
+	}
+}
+
+// readGuard reads what queueClient queued after statement i (command tag tag): its guard, or
+// for the last one its deferred checks.
+func readGuard(br pgx.BatchResults, i int, tag string, last bool) error {
+	_, err := br.Exec()
+	switch {
+	case err == nil:
+		return nil
+	case last:
+		return fmt.Errorf("statement %d: its deferred constraints or triggers: %w", i, err)
+	}
+	return guardError(i, tag, err)
+}
+
 // guardError is the failure of the guard after statement i (command tag tag).
 func guardError(i int, tag string, err error) error {
 	switch {
 	case isGuardFailure(err):
 		return fmt.Errorf("%w: statement %d (command tag %q) ended or left the transaction; "+
 			"what it did before that may be committed: %v", coord.ErrConfinementBreach, i, tag, err)
+	// The server's answer stays in the chain: it refused, so nothing committed (refused).
 	case isReadOnlyGuard(err):
-		return fmt.Errorf("statement %d: %w", i, errReadOnly)
+		return fmt.Errorf("statement %d: %w (%w)", i, errReadOnly, err)
 	}
 	return fmt.Errorf("after statement %d: %w", i, err)
 }

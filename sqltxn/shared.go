@@ -119,33 +119,27 @@ func (s *sharedRound) batch(first bool) *pgx.Batch {
 	role := s.d.role != ""
 	for _, stmts := range s.members[s.next:] {
 		b.Queue("SAVEPOINT " + memberSavepoint)
-		for j, st := range stmts {
-			b.Queue(st.Statement, args(st.Args)...)
-			switch {
-			case j == len(stmts)-1: // its guard follows RESET ALL, as in Run
-			case role:
-				b.Queue(guardSQL(true), s.d.role)
-			default:
-				b.Queue(guardSQL(false))
-			}
-		}
+		// As in Run. The member's deferred constraints are checked at its end (queueClient's
+		// SET CONSTRAINTS ALL IMMEDIATE), and the next member starts with every constraint
+		// immediate: a member that deferred them (SET CONSTRAINTS, inside a function) must not
+		// let the next one commit what would fail alone. The next one fails at worst, and runs
+		// again alone.
+		queueClient(b, stmts, s.d.role)
 		b.Queue("RESET ALL")
 		if role {
 			b.Queue("SELECT "+lastGuard(true), s.d.role)
 		} else {
 			b.Queue("SELECT " + lastGuard(false))
 		}
-		// The member's deferred constraints are checked at its end, and the next member starts
-		// with every constraint immediate: a member that deferred them (SET CONSTRAINTS, inside
-		// a function) must not let the next one commit what would fail alone. The next one fails
-		// at worst, and runs again alone.
-		b.Queue("SET CONSTRAINTS ALL IMMEDIATE")
 		s.enter(b)
 		b.Queue("RELEASE SAVEPOINT " + memberSavepoint)
 	}
+	// The marker row is the coordinator's: the transaction stops counting as a client's (the
+	// last member's enter statement marked it again), and goes back to the session's own role.
 	if role {
-		// The marker row is the coordinator's: back to the session's own role for it.
-		b.Queue("SELECT pg_catalog.set_config('role', 'none', true)")
+		b.Queue("SELECT " + leaveSQL + ", pg_catalog.set_config('role', 'none', true)")
+	} else {
+		b.Queue("SELECT " + leaveSQL)
 	}
 	b.Queue("INSERT INTO "+s.db.markers+" (gid) VALUES ($1)", s.gid)
 	b.Queue("PREPARE TRANSACTION " + quoteGID(s.gid))
@@ -163,7 +157,6 @@ func (s *sharedRound) read(br pgx.BatchResults, first bool, afterWork func()) (f
 			}
 		}
 	}
-	role := s.d.role != ""
 	for i := s.next; i < len(s.members); i++ {
 		if _, err := br.Exec(); err != nil {
 			return -1, fmt.Errorf("savepoint of member %d: %w", i, err)
@@ -177,14 +170,11 @@ func (s *sharedRound) read(br pgx.BatchResults, first bool, afterWork func()) (f
 				return i, fmt.Errorf("statement %d: %w", j, err)
 			}
 			res[j], lastTag = r, tag
-			if j == len(stmts)-1 {
-				break
-			}
-			if _, err := br.Exec(); err != nil {
-				if isGuardFailure(err) {
-					return i, s.breach(i, guardError(j, tag, err))
+			if err := readGuard(br, j, tag, j == len(stmts)-1); err != nil {
+				if errors.Is(err, coord.ErrConfinementBreach) {
+					return i, s.breach(i, err)
 				}
-				return i, guardError(j, tag, err)
+				return i, err
 			}
 		}
 		if _, err := br.Exec(); err != nil {
@@ -196,7 +186,7 @@ func (s *sharedRound) read(br pgx.BatchResults, first bool, afterWork func()) (f
 			}
 			return i, guardError(len(stmts)-1, lastTag, err)
 		}
-		for range 3 { // SET CONSTRAINTS, enter, RELEASE
+		for range 2 { // enter, RELEASE
 			if _, err := br.Exec(); err != nil {
 				return i, fmt.Errorf("end of member %d: %w", i, err)
 			}
@@ -206,10 +196,8 @@ func (s *sharedRound) read(br pgx.BatchResults, first bool, afterWork func()) (f
 	if afterWork != nil {
 		afterWork()
 	}
-	if role {
-		if _, err := br.Exec(); err != nil {
-			return -1, fmt.Errorf("leave the statement role: %w", err)
-		}
+	if _, err := br.Exec(); err != nil {
+		return -1, fmt.Errorf("leave the client's part: %w", err)
 	}
 	if _, err := br.Exec(); err != nil {
 		return -1, fmt.Errorf("marker row: %w", err)

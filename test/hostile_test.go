@@ -43,20 +43,26 @@ var hostileStatements = []string{
 	"SELEC 1", "SELECT 'unterminated",
 }
 
+// insertThen is a request that inserts the order id, then runs stmt; with a record when
+// withKafka.
+func (e *env) insertThen(id, stmt string, withKafka bool) map[string]any {
+	body := map[string]any{"id": id, "sql": []any{
+		map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, 1)", "args": []any{id}},
+		map[string]any{"statement": stmt},
+	}}
+	if withKafka {
+		body["kafka"] = []any{map[string]any{"topic": e.topic, "key": id, "value": "v"}}
+	}
+	return body
+}
+
 func TestHostileStatementsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	for i, stmt := range hostileStatements {
 		id := fmt.Sprintf("hostile-%d", i)
 		for _, withKafka := range []bool{false, true} {
-			body := map[string]any{"id": id, "sql": []any{
-				map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, 1)", "args": []any{id}},
-				map[string]any{"statement": stmt},
-			}}
-			if withKafka {
-				body["kafka"] = []any{map[string]any{"topic": e.topic, "key": id, "value": "v"}}
-			}
-			r := e.post(body)
+			r := e.post(e.insertThen(id, stmt, withKafka))
 			require.Equal(t, http.StatusBadRequest, r.Status, "%q: %s", stmt, r.Raw)
 			assert.Equal(t, "sql[1].statement", r.str("error", "field"), "%q", stmt)
 			assert.NotEmpty(t, r.str("error", "message"))
@@ -148,4 +154,58 @@ func TestReturningValuesBeyondJSON(t *testing.T) {
 	check(g)
 	l := e.do(http.MethodGet, "/v1/transactions?limit=10", nil)
 	require.Equal(t, http.StatusOK, l.Status, "%s", l.Raw)
+}
+
+// Client code that writes the coordinator's own tables without naming them (a DO block, a
+// function it calls) passes validation, which sees only the statement, but not the guards: the
+// request is refused with a 409 saying why, nothing of it commits on either side, and the log
+// rows and markers of the other transactions stay as they were.
+func TestClientCodeCannotReachOwnTables(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	r := e.post(order(e, "before", 1))
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	_, err := e.db.Exec(ctx, `CREATE FUNCTION scrub() RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM coordinator_transactions;
+  DELETE FROM coordinator_markers;
+  RETURN 1;
+END$$`)
+	require.NoError(t, err)
+	logState := func() string {
+		t.Helper()
+		var s string
+		require.NoError(t, e.db.QueryRow(ctx, `SELECT string_agg(request_id || '=' || state, ',' ORDER BY request_id)
+FROM coordinator_transactions WHERE request_id NOT LIKE 'reach-%'`).Scan(&s))
+		return s
+	}
+	logged := logState()
+	for i, stmt := range []string{
+		"DO $$BEGIN DELETE FROM coordinator_transactions; END$$",
+		"DO $$BEGIN UPDATE coordinator_transactions SET state = 'aborted'; END$$",
+		"DO $$BEGIN INSERT INTO coordinator_markers (gid) SELECT gid || '-forged' FROM coordinator_transactions; END$$",
+		"DO $$BEGIN TRUNCATE coordinator_markers; END$$",
+		"SELECT scrub()",
+	} {
+		for _, withKafka := range []bool{false, true} {
+			id := fmt.Sprintf("reach-%d-%t", i, withKafka)
+			r := e.post(e.insertThen(id, stmt, withKafka))
+			require.Equal(t, http.StatusConflict, r.Status, "%q: %s", stmt, r.Raw)
+			assert.Equal(t, "aborted", r.str("state"), "%q", stmt)
+			assert.Equal(t, "KP001", r.str("error", "sqlstate"), "%q: %s", stmt, r.Raw)
+			assert.Contains(t, r.str("error", "message"), "may not change the coordinator's table", "%q", stmt)
+			e.assertNothingOf(id)
+		}
+	}
+	assert.Equal(t, logged, logState(), "the other transactions' log rows are untouched")
+	var markers int
+	require.NoError(t, e.db.QueryRow(ctx, "SELECT count(*) FROM coordinator_markers WHERE gid LIKE '%-forged'").Scan(&markers))
+	assert.Zero(t, markers, "no marker forged")
+	got := e.do(http.MethodGet, "/v1/transactions/before", nil)
+	require.Equal(t, http.StatusOK, got.Status, "%s", got.Raw)
+	assert.Equal(t, "committed", got.str("state"))
+
+	ok := e.post(order(e, "after", 1))
+	require.Equal(t, http.StatusOK, ok.Status, "%s", ok.Raw)
 }

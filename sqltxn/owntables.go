@@ -1,0 +1,125 @@
+package sqltxn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The coordinator's own tables refuse a client's writes (I13).
+//
+// sqlpolicy refuses a statement that names a coordinator_* table, but a client statement can
+// write one without naming it: a DO block, a function it calls or a trigger it fires can run any
+// SQL. Inside the coordinator's transaction that SQL could delete or rewrite log rows (a request
+// logged prepared whose row is gone is rolled back as an orphan after Kafka committed), forge or
+// delete marker rows (the evidence phase 2 and recovery decide by), or move an instance's epoch
+// (fencing). With a statement role the grants keep such SQL out; without one it runs with the
+// coordinator's own rights.
+//
+// So each of those tables carries a statement-level trigger that refuses INSERT, UPDATE, DELETE
+// and TRUNCATE while the transaction is a client's: from the enter statement, which sets
+// kpgtx.xid, to RESET ALL (or leaveSQL in a shared transaction), which clears it before the
+// coordinator writes its marker row. The client's deferred triggers run inside that span too
+// (queueClient's SET CONSTRAINTS ALL IMMEDIATE). The log's own sessions never set kpgtx.xid.
+// The refusal is an error of the statement that wrote (SQLSTATE KP001, naming the table): the
+// request is aborted, nothing of it commits, 409. A statement-level trigger fires once per
+// statement, whatever the rows, so the log's writes pay a few microseconds each.
+//
+// What this does not stop, and only a statement role (a login without rights on these tables)
+// keeps out: reads, and the locks a read FOR UPDATE or LOCK TABLE takes (a log write then waits
+// for the transaction to end); DDL run by dynamic SQL (it could drop the trigger); client code
+// that clears kpgtx.xid before it writes and sets it back after; and a superuser's client code
+// (session_replication_role = replica switches triggers off).
+
+// sqlstateOwnTable is the SQLSTATE of the refusal.
+const sqlstateOwnTable = "KP001"
+
+// guardedTables are the coordinator's tables in the schema a participant opens in: the log's in
+// the log's database, the marker table in every database; and, in the kpgtx schema, the
+// namespace registry. coordinator_schema_migrations is golang-migrate's, and never written
+// inside a client's transaction.
+var guardedTables = map[string][]string{
+	"": {"coordinator_transactions", "coordinator_events", "coordinator_markers", "coordinator_shared_gids",
+		"coordinator_instances", "coordinator_log"},
+	"kpgtx": {"namespaces"},
+}
+
+// refuseFunction is the trigger function, created in each guarded schema.
+const refuseFunction = "coordinator_refuse_client_write"
+
+// refuseFunctionSource is the trigger function's body.
+const refuseFunctionSource = `
+BEGIN
+    IF coalesce(pg_catalog.current_setting('kpgtx.xid', true), '') <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = 'KP001',
+            MESSAGE = pg_catalog.format('client statements may not change the coordinator''s table %I.%I (%s)',
+                TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP),
+            HINT = 'a function, a trigger or a DO block of the request wrote it; run client statements as a role without rights on it (COORDINATOR_STATEMENT_ROLE)';
+    END IF;
+    RETURN NULL;
+END`
+
+// triggerLockTimeout bounds the wait for a table's lock when its trigger is created: a prepared
+// transaction holding a marker row holds the marker table until recovery, after startup, ends
+// it. Such a table gets its trigger at a later start.
+const triggerLockTimeout = "2s"
+
+// guardOwnTables creates the refusing trigger on each of the coordinator's tables of schema ("":
+// the session's current schema) that exists in the database and lacks it. Concurrent first
+// starts are serialised by an advisory lock.
+func guardOwnTables(ctx context.Context, pool *pgxpool.Pool, database, schema string, logger *slog.Logger) error {
+	for _, table := range guardedTables[schema] {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('kpgtx/write-guards'))`); err != nil {
+				return err
+			}
+			var qualified, fn *string
+			var has, current bool
+			err := tx.QueryRow(ctx, `SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname),
+    pg_catalog.quote_ident(n.nspname) || '.' || $3,
+    EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t WHERE t.tgrelid = c.oid AND t.tgname = $3),
+    EXISTS (SELECT 1 FROM pg_catalog.pg_proc p WHERE p.pronamespace = n.oid AND p.proname = $3 AND p.prosrc = $4)
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relname = $1 AND n.nspname = coalesce(nullif($2, ''), pg_catalog.current_schema())`,
+				table, schema, refuseFunction, refuseFunctionSource).Scan(&qualified, &fn, &has, &current)
+			if errors.Is(err, pgx.ErrNoRows) || (err == nil && has && current) {
+				return nil // not in this database, or guarded already
+			}
+			if err != nil {
+				return err
+			}
+			if !current { // missing, or an older body
+				if _, err := tx.Exec(ctx, "CREATE OR REPLACE FUNCTION "+*fn+"() RETURNS trigger LANGUAGE plpgsql AS $$"+
+					refuseFunctionSource+"$$"); err != nil {
+					return err
+				}
+			}
+			if has {
+				return nil
+			}
+			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+triggerLockTimeout+"'"); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, "CREATE TRIGGER "+refuseFunction+" BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON "+
+				*qualified+" FOR EACH STATEMENT EXECUTE FUNCTION "+*fn+"()")
+			return err
+		})
+		var pe *pgconn.PgError
+		switch {
+		case errors.As(err, &pe) && pe.Code == "55P03": // lock_not_available
+			logger.Warn("a prepared transaction holds a coordinator table: it refuses client writes from a later start on",
+				"database", database, "table", table)
+		case errors.As(err, &pe) && pe.Code == "42501": // insufficient_privilege: another role owns it
+			logger.Warn("the coordinator's login does not own a coordinator table and cannot guard it: "+
+				"client code may write it unless COORDINATOR_STATEMENT_ROLE is set", "database", database, "table", table, "error", err)
+		case err != nil:
+			return fmt.Errorf("database %q: guard the coordinator's table %s: %w", database, table, err)
+		}
+	}
+	return nil
+}
