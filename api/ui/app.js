@@ -77,14 +77,20 @@ function renderHealth(st) {
 // refreshStatus reads GET /v1/status: the caller and the health strip. It asks for a token
 // when the server wants one, and resolves to whether the console may go on.
 async function refreshStatus() {
+  // An answer to a token the tab no longer holds (the caller signed out, or in as someone
+  // else, while it was on its way) says nothing about the current caller: it is dropped, or a
+  // late answer for an admin would show a viewer the admin's actions.
+  const asked = token();
   try {
     const st = await get('/v1/status');
+    if (token() !== asked) return session.caller !== null;
     session.status = st;
     session.caller = st.caller;
     renderWho();
     renderHealth(st);
     return true;
   } catch (err) {
+    if (token() !== asked) return session.caller !== null;
     if (err instanceof APIError && err.status === 401) {
       const had = token() !== '';
       clearToken();
