@@ -19,6 +19,8 @@
 //     advisory locks;
 //   - role and trigger switches in any form: SET [LOCAL] ROLE, SET [LOCAL] SESSION
 //     AUTHORIZATION, session_replication_role (also through set_config);
+//   - the coordinator's own kpgtx.* settings (SET LOCAL, set_config), which mark the client's
+//     part of the transaction for the guards and the coordinator's tables' triggers;
 //   - the coordinator's own tables (every relation named coordinator_*), and the functions
 //     that signal other backends (the coordinator's own sessions among them);
 //   - more than one statement in one entry, an empty statement, a NUL character, and text the

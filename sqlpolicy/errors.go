@@ -23,5 +23,6 @@ const (
 	whySession = "it would change the pooled session beyond this transaction"
 	whyRole    = "statements run with the coordinator's role settings"
 	whyOwn     = "the coordinator's own tables are not for client statements"
+	whyMark    = "the coordinator's kpgtx.* settings mark its transaction for its guards"
 	whyDynamic = "a statement role is configured, and dynamic SQL could leave it"
 )

@@ -165,6 +165,11 @@ func transactionWord(k pg.TransactionStmtKind) string {
 // roleSettings change who the statements run as, or switch triggers and rules off.
 var roleSettings = map[string]bool{"role": true, "session_authorization": true, "session_replication_role": true}
 
+// ownSetting: the coordinator's own settings (kpgtx.xid marks a client's part of the
+// transaction: the guards compare it, and the coordinator's tables refuse writes while it is
+// set).
+func ownSetting(name string) bool { return strings.HasPrefix(name, "kpgtx.") }
+
 // setRule: SET LOCAL of an ordinary setting and SET TRANSACTION stay inside the transaction;
 // every other form changes the pooled session or the role.
 func setRule(n *pg.VariableSetStmt) *Violation {
@@ -172,6 +177,8 @@ func setRule(n *pg.VariableSetStmt) *Violation {
 	switch {
 	case roleSettings[name]:
 		return &Violation{What: "SET " + name, Why: whyRole}
+	case ownSetting(name):
+		return &Violation{What: "SET " + name, Why: whyMark}
 	case n.GetKind() == pg.VariableSetKind_VAR_RESET || n.GetKind() == pg.VariableSetKind_VAR_RESET_ALL:
 		return &Violation{What: "RESET", Why: whySession}
 	case name == "transaction":
@@ -230,6 +237,9 @@ func setConfigRule(args []*pg.Node) *Violation {
 	}
 	if roleSettings[strings.ToLower(setting)] {
 		return &Violation{What: "set_config('" + setting + "')", Why: whyRole}
+	}
+	if ownSetting(strings.ToLower(setting)) {
+		return &Violation{What: "set_config('" + setting + "')", Why: whyMark}
 	}
 	if local, ok := constBool(args[2]); !ok || !local {
 		return &Violation{What: "set_config() without is_local = true", Why: whySession}

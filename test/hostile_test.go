@@ -29,6 +29,8 @@ var hostileStatements = []string{
 	"DISCARD ALL", "LISTEN ch", "PREPARE q AS SELECT 1", "CREATE TEMP TABLE tmp (x int)",
 	"DECLARE c CURSOR WITH HOLD FOR SELECT 1", "SELECT set_config('statement_timeout', '1', false)",
 	"SELECT pg_advisory_lock(7)", "ALTER ROLE CURRENT_USER SET statement_timeout = 1",
+	// The coordinator's mark of its transaction, which its guards and its tables' triggers read.
+	"SELECT set_config('kpgtx.xid', '', true)", "SET LOCAL kpgtx.xid = ''",
 	// An isolation level after a query (PostgreSQL takes it only before the first), or with a
 	// read-only mode that would stay for the coordinator's marker row.
 	"SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE READ ONLY",
