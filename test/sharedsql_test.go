@@ -19,8 +19,9 @@ import (
 // commits). A second wave adds neighbours whose work fails only at PREPARE, which fails the
 // whole shared transaction: a deferred foreign key to a missing parent, and a NOTIFY (which
 // PostgreSQL refuses to prepare). A third adds neighbours that make the transaction read-only
-// after their writes, which the coordinator refuses. Every request ends atomic with a true
-// answer.
+// after their writes, which the coordinator refuses. A fourth adds neighbours that call a
+// function rewriting the log and deleting the markers, which the coordinator's tables refuse.
+// Every request ends atomic with a true answer.
 func TestSharedSQLNeighbours(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{poolSize: 16})
@@ -33,6 +34,13 @@ func TestSharedSQLNeighbours(t *testing.T) {
 		".parents DEFERRABLE INITIALLY DEFERRED)")
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = e.db.Exec(context.Background(), "DROP SCHEMA "+decoy+" CASCADE") })
+	_, err = e.db.Exec(context.Background(), `CREATE FUNCTION scrub_log(mine text) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE coordinator_transactions SET state = 'aborted' WHERE request_id <> mine;
+  DELETE FROM coordinator_markers;
+  RETURN 1;
+END$$`)
+	require.NoError(t, err)
 
 	extra := map[string]string{
 		"search_path": "SELECT pg_catalog.set_config('search_path', '" + decoy + "', true)",
@@ -44,8 +52,12 @@ func TestSharedSQLNeighbours(t *testing.T) {
 		// undo it): its guard refuses it, as the coordinator's marker row must be written; the
 		// next members' writes are unaffected.
 		"read_only": "SELECT pg_catalog.set_config('transaction_read_only', 'on', true) AS \"%s\"",
+		// A shareable statement whose function writes the coordinator's tables.
+		"writes_log": "SELECT scrub_log('%s')",
 	}
-	failsAtPrepare := func(kind string) bool { return kind == "deferred" || kind == "notify" || kind == "read_only" }
+	failsAtPrepare := func(kind string) bool {
+		return kind == "deferred" || kind == "notify" || kind == "read_only" || kind == "writes_log"
+	}
 	// wave runs n requests of the kinds at once and returns how many of each kind committed.
 	wave := func(name string, n int, kinds ...string) map[string]int {
 		t.Helper()
@@ -100,6 +112,11 @@ func TestSharedSQLNeighbours(t *testing.T) {
 		"no PostgreSQL transaction was shared")
 	wave("b", 48, "plain", "deferred", "search_path", "notify")
 	wave("c", 24, "plain", "read_only", "plain", "search_path")
+	wave("d", 24, "plain", "writes_log", "plain", "search_path")
+	var notCommitted int
+	require.NoError(t, e.db.QueryRow(context.Background(), `SELECT count(*) FROM coordinator_transactions
+WHERE request_id LIKE 'nb-d-%' AND request_id IN (SELECT id FROM orders) AND state <> 'committed'`).Scan(&notCommitted))
+	assert.Zero(t, notCommitted, "a neighbour rewrote committed requests' log rows")
 
 	var decoyRows, children int
 	require.NoError(t, e.db.QueryRow(context.Background(), "SELECT count(*) FROM "+decoy+".orders").Scan(&decoyRows))
