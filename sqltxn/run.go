@@ -63,18 +63,17 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	for lead < len(stmts) && sqlpolicy.SetsIsolation(stmts[lead].Statement) {
 		lead++
 	}
-	role := d.role != "" && lead < len(stmts)
+	role := ""
+	if lead < len(stmts) {
+		role = d.role
+	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	for _, s := range stmts[:lead] {
 		b.Queue(s.Statement, args(s.Args)...)
 	}
-	if role {
-		b.Queue(enterSQL+", pg_catalog.set_config('role', $1, true)", d.role)
-	} else {
-		b.Queue(enterSQL)
-	}
-	queueClient(b, stmts[lead:], d.role)
+	queueAs(b, enterStmts, role)
+	queueClient(b, stmts[lead:], role)
 	// The client's settings end with its statements, before any statement of the coordinator's
 	// runs (the last statement's guard included): RESET ALL, then that guard, which cannot read
 	// the setting RESET ALL cleared and checks instead that the transaction still has the id the
@@ -83,13 +82,13 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	switch {
 	case lead == len(stmts): // only isolation levels: nothing to guard
 		b.Queue("INSERT INTO "+db.markers+" (gid) VALUES ($1)", gid)
-	case role:
+	case role != "":
 		// The marker row is the coordinator's: back to the session's own role for it (RESET
 		// ALL leaves the role alone).
-		b.Queue("SELECT "+lastGuard(true)+", pg_catalog.set_config('role', 'none', true)", d.role)
+		b.Queue("SELECT "+lastGuards[1]+", pg_catalog.set_config('role', 'none', true)", role)
 		b.Queue("INSERT INTO "+db.markers+" (gid) VALUES ($1)", gid)
 	default:
-		b.Queue("INSERT INTO "+db.markers+" (gid) SELECT $1 WHERE "+lastGuard(false)+" IS NOT NULL", gid)
+		b.Queue("INSERT INTO "+db.markers+" (gid) SELECT $1 WHERE "+lastGuards[0]+" IS NOT NULL", gid)
 	}
 	if onePhase {
 		b.Queue("COMMIT")
@@ -99,7 +98,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	b.Queue("DISCARD ALL") // skipped by the server when anything before it failed
 
 	br := conn.SendBatch(ctx, b)
-	results, err := readResults(br, database, stmts, lead, role, afterWork)
+	results, err := readResults(br, database, stmts, lead, role != "", afterWork)
 	if err == nil {
 		// PREPARE (or COMMIT) answered: the outcome is known whatever happens to the reset.
 		resetDone = d.readReset(br, database)
@@ -154,6 +153,24 @@ func (d *Databases) endFailed(ctx context.Context, conn *pgxpool.Conn, db *datab
 // setting, which the guards compare with the current transaction. While it is set, the
 // coordinator's tables refuse writes (owntables.go).
 const enterSQL = "SELECT pg_catalog.set_config('kpgtx.xid', pg_catalog.pg_current_xact_id()::text, true)"
+
+// The coordinator's statements that differ with a statement role, built once: [0] without one,
+// [1] with one, its name the statement's $1 (queueAs).
+var (
+	enterStmts     = [2]string{enterSQL, enterSQL + ", pg_catalog.set_config('role', $1, true)"}
+	guardStmts     = [2]string{guardSQL(false), guardSQL(true)}
+	lastGuardStmts = [2]string{"SELECT " + lastGuard(false), "SELECT " + lastGuard(true)}
+	lastGuards     = [2]string{lastGuard(false), lastGuard(true)}
+)
+
+// queueAs queues stmts[1] with the statement role as $1, or stmts[0] when there is none ("").
+func queueAs(b *pgx.Batch, stmts [2]string, role string) {
+	if role != "" {
+		b.Queue(stmts[1], role)
+	} else {
+		b.Queue(stmts[0])
+	}
+}
 
 // leaveSQL clears what enterSQL set, as RESET ALL does: the coordinator's own statements follow.
 const leaveSQL = "pg_catalog.set_config('kpgtx.xid', '', true)"
@@ -293,7 +310,7 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("reset the client's settings: %w", err)
 	}
-	if role && lead < len(stmts) {
+	if role {
 		if _, err := br.Exec(); err != nil {
 			return nil, guardError(last, lastTag, err)
 		}
@@ -325,13 +342,10 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 func queueClient(b *pgx.Batch, stmts []coord.Statement, role string) {
 	for i, s := range stmts {
 		b.Queue(s.Statement, args(s.Args)...)
-		switch {
-		case i == len(stmts)-1:
+		if i == len(stmts)-1 {
 			b.Queue("SET CONSTRAINTS ALL IMMEDIATE")
-		case role != "":
-			b.Queue(guardSQL(true), role)
-		default:
-			b.Queue(guardSQL(false))
+		} else {
+			queueAs(b, guardStmts, role)
 		}
 	}
 }

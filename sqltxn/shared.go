@@ -102,13 +102,7 @@ type sharedRound struct {
 	out      *coord.SharedRun
 }
 
-func (s *sharedRound) enter(b *pgx.Batch) {
-	if s.d.role != "" {
-		b.Queue(enterSQL+", pg_catalog.set_config('role', $1, true)", s.d.role)
-	} else {
-		b.Queue(enterSQL)
-	}
-}
+func (s *sharedRound) enter(b *pgx.Batch) { queueAs(b, enterStmts, s.d.role) }
 
 func (s *sharedRound) batch(first bool) *pgx.Batch {
 	b := &pgx.Batch{}
@@ -116,7 +110,6 @@ func (s *sharedRound) batch(first bool) *pgx.Batch {
 		b.Queue("BEGIN")
 		s.enter(b)
 	}
-	role := s.d.role != ""
 	for _, stmts := range s.members[s.next:] {
 		b.Queue("SAVEPOINT " + memberSavepoint)
 		// As in Run. The member's deferred constraints are checked at its end (queueClient's
@@ -126,17 +119,13 @@ func (s *sharedRound) batch(first bool) *pgx.Batch {
 		// again alone.
 		queueClient(b, stmts, s.d.role)
 		b.Queue("RESET ALL")
-		if role {
-			b.Queue("SELECT "+lastGuard(true), s.d.role)
-		} else {
-			b.Queue("SELECT " + lastGuard(false))
-		}
+		queueAs(b, lastGuardStmts, s.d.role)
 		s.enter(b)
 		b.Queue("RELEASE SAVEPOINT " + memberSavepoint)
 	}
 	// The marker row is the coordinator's: the transaction stops counting as a client's (the
 	// last member's enter statement marked it again), and goes back to the session's own role.
-	if role {
+	if s.d.role != "" {
 		b.Queue("SELECT " + leaveSQL + ", pg_catalog.set_config('role', 'none', true)")
 	} else {
 		b.Queue("SELECT " + leaveSQL)
@@ -171,20 +160,14 @@ func (s *sharedRound) read(br pgx.BatchResults, first bool, afterWork func()) (f
 			}
 			res[j], lastTag = r, tag
 			if err := readGuard(br, j, tag, j == len(stmts)-1); err != nil {
-				if errors.Is(err, coord.ErrConfinementBreach) {
-					return i, s.breach(i, err)
-				}
-				return i, err
+				return i, s.failed(i, err)
 			}
 		}
 		if _, err := br.Exec(); err != nil {
 			return i, fmt.Errorf("end of member %d: reset its settings: %w", i, err)
 		}
 		if _, err := br.Exec(); err != nil { // the last statement's guard
-			if isGuardFailure(err) {
-				return i, s.breach(i, guardError(len(stmts)-1, lastTag, err))
-			}
-			return i, guardError(len(stmts)-1, lastTag, err)
+			return i, s.failed(i, guardError(len(stmts)-1, lastTag, err))
 		}
 		for range 2 { // enter, RELEASE
 			if _, err := br.Exec(); err != nil {
@@ -206,6 +189,14 @@ func (s *sharedRound) read(br pgx.BatchResults, first bool, afterWork func()) (f
 		return -1, err
 	}
 	return -1, nil
+}
+
+// failed is member i's failure err, recorded as a breach when it is one.
+func (s *sharedRound) failed(i int, err error) error {
+	if errors.Is(err, coord.ErrConfinementBreach) {
+		return s.breach(i, err)
+	}
+	return err
 }
 
 // breach records a confinement breach by member i: every member whose work was in the
