@@ -185,6 +185,10 @@ func (c *Coordinator) afterBatch(ctx context.Context, w *work, o batchOutcome) (
 		// Refused: nothing of the batch is logged prepared and its Kafka transaction was
 		// aborted; the stored state answers (a resolver's claim, or a lost epoch).
 		return c.yield(fctx, w, fmt.Errorf("log prepared (shared): %w", o.prepErr), false)
+	case errors.Is(o.prepErr, ErrLogRefused):
+		// Refused by the log's server: nothing of the batch is logged prepared and its Kafka
+		// transaction was aborted; the member is aborted with its own SQL.
+		return c.abort(w, logRefused("prepared (shared)", o.prepErr))
 	case o.prepErr != nil:
 		return c.inDoubt(w, fmt.Errorf("log prepared (shared): %w", o.prepErr))
 	case o.decideErr != nil:
@@ -316,10 +320,11 @@ func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []
 	st.end(err)
 	release()
 	if err != nil {
-		if errors.Is(err, ErrMovedOn) {
-			// Refused as a whole: no member is prepared, so nothing can commit this Kafka
-			// transaction and aborting it is allowed (I3), and no log row names a shared
-			// transaction: it is rolled back here (or by the sweep, S3).
+		if errors.Is(err, ErrMovedOn) || errors.Is(err, ErrLogRefused) {
+			// Refused as a whole (a row moved on, or the log's server rolled the write back):
+			// no member is prepared, so nothing can commit this Kafka transaction and aborting
+			// it is allowed (I3), and no log row names a shared transaction: it is rolled back
+			// here (or by the sweep, S3).
 			c.abortShared(ctx, ktx)
 			for _, g := range groups {
 				if len(g.members) > 0 {

@@ -291,7 +291,7 @@ func TestBatchFaultAtEveryStep(t *testing.T) {
 	for _, op := range []string{"kafka.acquire", "kafka.begin", "kafka.add", "kafka.flush", "log.prepared_batch",
 		"kafka.commit", "kafka.endtxn", "sql.commit_prepared_many", "log.committed_batch", "sql.commit_prepared",
 		"log.committed", "sql.rollback_prepared", "kafka.abort"} {
-		for _, m := range []mode{failBefore, failAfter} {
+		for _, m := range []mode{failBefore, failAfter, refused} {
 			for k := range 2 {
 				t.Run(fmt.Sprintf("%s/%d/mode %d", op, k, m), func(t *testing.T) {
 					t.Parallel()
@@ -361,5 +361,29 @@ func TestBatchDecisionUnknown(t *testing.T) {
 		id := fmt.Sprintf("r%d", i)
 		assert.ErrorIs(t, r.answers[id], coord.ErrInDoubt, id)
 		assert.Equal(t, coord.StateCommitted, states[id], id)
+	}
+}
+
+// The log's server refuses the batch's prepared write (a client's lock on the log held past the
+// log's lock timeout): nothing is logged prepared, so the batch is aborted at once rather than
+// left in doubt, every member answers "safe to retry" (503) with both sides rolled back, and the
+// shared id goes back to the pool.
+func TestBatchPreparedWriteRefusedByServer(t *testing.T) {
+	t.Parallel()
+	for _, shareSQL := range []bool{false, true} {
+		t.Run(fmt.Sprintf("share sql %t", shareSQL), func(t *testing.T) {
+			t.Parallel()
+			r := runBatchWith(t, shareSQL, nth("log.prepared_batch", 0, refused))
+			states := r.check(t)
+			for i := range members {
+				id := fmt.Sprintf("r%d", i)
+				assert.ErrorIs(t, r.answers[id], coord.ErrUnavailable, id)
+				assert.Equal(t, coord.StateAborted, states[id], id)
+				_, quarantined := r.c.TakeQuarantined("p_" + id)
+				assert.False(t, quarantined, "%s: nothing is in doubt, so nothing is quarantined", id)
+			}
+			assert.Zero(t, count(r.w.ops, "kafka.commit"), "no EndTxn(commit) after a refused prepared write")
+			assert.Equal(t, members, count(r.w.ops, "log.aborted"), "each member logs its abort itself")
+		})
 	}
 }

@@ -320,6 +320,9 @@ func (c *Coordinator) commitPhase(ctx context.Context, w *work) (*Transaction, e
 		if errors.Is(err, ErrMovedOn) {
 			return c.yield(fctx, w, fmt.Errorf("log committing: %w", err), false)
 		}
+		if errors.Is(err, ErrLogRefused) {
+			return c.abort(w, logRefused("committing", err))
+		}
 		if err != nil {
 			return c.inDoubt(w, fmt.Errorf("log committing: %w", err))
 		}
@@ -335,6 +338,12 @@ func (c *Coordinator) commitPhase(ctx context.Context, w *work) (*Transaction, e
 		// Claimed by a resolver (or this instance lost its epoch): prepared is not logged, so
 		// nothing will commit; the stored state answers.
 		return c.yield(fctx, w, fmt.Errorf("log prepared: %w", err), false)
+	}
+	if errors.Is(err, ErrLogRefused) {
+		// Refused by the log's server: prepared is not logged, so nothing will commit (I2);
+		// the request may abort (I3). A client's lock on the log, held by this request's own
+		// prepared SQL, ends here: the rollback releases it.
+		return c.abort(w, logRefused("prepared", err))
 	}
 	if err != nil {
 		return c.inDoubt(w, fmt.Errorf("log prepared: %w", err))
@@ -517,6 +526,14 @@ func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause er
 		return c.finish(w, StateCommitted, nil)
 	}
 	return c.finish(w, StateAborted, cause)
+}
+
+// logRefused is the failure of a request whose decision write (prepared, or committing
+// without Kafka) the log refused (ErrLogRefused): nothing that could commit it is logged, so it
+// is aborted, and answered "safe to retry" (503) when nothing was left prepared.
+func logRefused(step string, err error) *Failure {
+	return &Failure{Participant: ParticipantCoordinator, Class: ClassRetriable, Unavailable: true,
+		Err: fmt.Errorf("log %s: %w", step, err)}
 }
 
 // kafkaAbortTimeout bounds the Kafka abort after a failure before the decision.

@@ -54,6 +54,12 @@ var (
 	// or it is no longer the writer's (claimed by a resolver, or the writer's instance lost the
 	// epoch of its lock). The writer re-reads and answers from the stored state.
 	ErrMovedOn = errors.New("transaction moved on: its state or owner changed")
+	// ErrLogRefused: the log's database answered a write with an error of its own and rolled
+	// the write's transaction back (a lock it waited on past the log's lock timeout, a
+	// constraint): nothing of the write is durable and the row is as the writer last saw it.
+	// Unlike a lost answer, this is knowledge: a prepared write refused so leaves the request
+	// free to abort (I3), since no EndTxn(commit) can ever follow it.
+	ErrLogRefused = errors.New("the log refused the write; nothing of it was written")
 	// ErrNotOwner: this instance cannot confirm that it still holds its instance lock (the lock
 	// session died: PostgreSQL restarted, the backend was terminated, the network cut); it
 	// starts no transaction until it has claimed the lock again (503).

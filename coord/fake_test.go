@@ -26,7 +26,20 @@ const (
 	failAfter           // the call has its effect, and its answer is lost (an error)
 	raceResolve         // a resolver claims and resolves the row, then the call runs
 	raceInterleave      // a resolver starts and stops before its call number pauseAt; the request runs to its end, then the resolver goes on
+	refused             // a log write the server refused: no effect, and the error says so (coord.ErrLogRefused); any other call: failBefore
 )
+
+// refusal is the error of a call in mode m that fails before its effect (failBefore, refused),
+// or nil.
+func refusal(m mode, op string) error {
+	switch m {
+	case failBefore:
+		return errInjected
+	case refused:
+		return fmt.Errorf("%s: %w", op, coord.ErrLogRefused)
+	}
+	return nil
+}
 
 // resolverKey marks the resolver's context: its calls are counted apart.
 type resolverKey struct{}
@@ -95,6 +108,9 @@ func (w *world) call(ctx context.Context, op string) mode {
 	if at != nil {
 		m = at(n, op)
 	}
+	if m == refused && !strings.HasPrefix(op, "log.") {
+		m = failBefore
+	}
 	switch {
 	case m == raceResolve && w.resolve != nil:
 		w.resolve()
@@ -154,8 +170,8 @@ func (l fakeLog) owned(t *coord.Transaction) bool {
 
 func (l fakeLog) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transaction, bool, error) {
 	m := l.w.call(ctx, "log.begin")
-	if m == failBefore {
-		return nil, false, errInjected
+	if err := refusal(m, "log.begin"); err != nil {
+		return nil, false, err
 	}
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
@@ -174,8 +190,8 @@ func (l fakeLog) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transa
 
 func (l fakeLog) cas(ctx context.Context, op string, t *coord.Transaction, apply func(row *coord.Transaction)) error {
 	m := l.w.call(ctx, op)
-	if m == failBefore {
-		return errInjected
+	if err := refusal(m, op); err != nil {
+		return err
 	}
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
@@ -211,8 +227,8 @@ func (l fakeLog) Prepared(ctx context.Context, t *coord.Transaction) error {
 // PreparedBatch is all or nothing, as txlog's: every row must pass the compare-and-set.
 func (l fakeLog) PreparedBatch(ctx context.Context, ts []*coord.Transaction, shared []coord.SharedGID) error {
 	m := l.w.call(ctx, "log.prepared_batch")
-	if m == failBefore {
-		return errInjected
+	if err := refusal(m, "log.prepared_batch"); err != nil {
+		return err
 	}
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
@@ -247,8 +263,8 @@ func (l fakeLog) PreparedBatch(ctx context.Context, ts []*coord.Transaction, sha
 func (l fakeLog) CommittedBatch(ctx context.Context, ts []*coord.Transaction) ([]bool, error) {
 	done := make([]bool, len(ts))
 	m := l.w.call(ctx, "log.committed_batch")
-	if m == failBefore {
-		return done, errInjected
+	if err := refusal(m, "log.committed_batch"); err != nil {
+		return done, err
 	}
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
@@ -283,8 +299,8 @@ func (l fakeLog) Transition(ctx context.Context, t *coord.Transaction, to coord.
 
 func (l fakeLog) Claim(ctx context.Context, t *coord.Transaction, by coord.Fence, to coord.State) error {
 	m := l.w.call(ctx, "log.claim")
-	if m == failBefore {
-		return errInjected
+	if err := refusal(m, "log.claim"); err != nil {
+		return err
 	}
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()

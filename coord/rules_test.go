@@ -140,7 +140,7 @@ func TestRulesFailAtEveryCall(t *testing.T) {
 	for _, sh := range shapes {
 		n := calls(t, sh.req)
 		for k := range n {
-			for _, m := range []mode{failBefore, failAfter} {
+			for _, m := range []mode{failBefore, failAfter, refused} {
 				t.Run(fmt.Sprintf("%s/call %d/mode %d", sh.name, k, m), func(t *testing.T) {
 					trial(t, sh.req, func(i int, _ string) mode {
 						if i == k {
@@ -252,4 +252,38 @@ type lostOwnership struct{}
 
 func (lostOwnership) Fence() (coord.Fence, error) {
 	return coord.Fence{}, fmt.Errorf("%w: test", coord.ErrNotOwner)
+}
+
+// The log's server refuses the decision write (prepared, or committing without Kafka): the
+// request is aborted on the spot, answered "safe to retry" (503), and recovery finds nothing to
+// do; a lost answer to the same write (failAfter) stays in doubt instead.
+func TestRulesDecisionWriteRefused(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		shape, op string
+	}{{"sql and kafka", "log.prepared"}, {"kafka only", "log.prepared"}, {"two databases", "log.committing"}} {
+		t.Run(c.shape, func(t *testing.T) {
+			t.Parallel()
+			var req coord.Request
+			for _, sh := range shapes {
+				if sh.name == c.shape {
+					req = sh.req
+				}
+			}
+			at := func(_ int, op string) mode {
+				if op == c.op {
+					return refused
+				}
+				return pass
+			}
+			answer, w := trial(t, req, at)
+			assert.ErrorIs(t, answer, coord.ErrUnavailable, "calls %v", w.ops)
+			rows, _, _, _ := w.snapshot()
+			require.NotNil(t, rows["p_x"])
+			assert.Equal(t, coord.StateAborted, rows["p_x"].State)
+			assert.Equal(t, coord.ClassRetriable, rows["p_x"].Error.Class)
+			assert.NotContains(t, w.ops, "kafka.commit", "no EndTxn(commit) after a refused decision write")
+			assert.NotContains(t, w.ops, "r:log.claim", "recovery had nothing to claim")
+		})
+	}
 }
