@@ -85,6 +85,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConns = cfg.MaxConns
+	txlog.ConfigurePool(pcfg)
 	logPool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)

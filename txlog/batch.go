@@ -94,7 +94,7 @@ UNION ALL SELECT NULL, NULL, NULL WHERE `+refuseUnless("(SELECT count(*) FROM up
 		if errors.Is(err, ErrStateChanged) {
 			return err
 		}
-		return fmt.Errorf("txlog: prepared batch: %w", err)
+		return fmt.Errorf("txlog: prepared batch: %w", asLogRefused(err))
 	}
 	for _, t := range ts {
 		st := stamps[t.GID]

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kpgtx/coordinator/coord"
 )
@@ -52,3 +54,53 @@ func retryable(err error) bool {
 
 // flushAttempts bounds how often a retryable log transaction is sent.
 const flushAttempts = 3
+
+// LockTimeout bounds how long a log statement waits for a lock (the log's sessions run with it,
+// ConfigurePool). The log's own writers hold their row locks for one round trip and a commit,
+// so only a lock held by someone else waits longer: above all a client's statement that locked
+// the log's rows or tables inside its request's transaction, which PREPARE then holds (the
+// statements the parser never sees, a DO block or a function). Without a bound that request's
+// own prepared write would wait for its own prepared transaction for ever, and every log write
+// behind it. With it the write fails, its error proves nothing was written (ErrLogRefused), and
+// the request aborts, which releases the lock.
+const LockTimeout = 2 * time.Second
+
+// ConfigurePool sets the log's session settings on the configuration of the pool that New
+// gets: the lock timeout (LockTimeout), replacing any the connection string carries.
+func ConfigurePool(cfg *pgxpool.Config) {
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprint(LockTimeout.Milliseconds())
+}
+
+// errOutcomeUnknown marks a server error that came after the server had acknowledged COMMIT:
+// the write may be durable, whatever the error says.
+type errOutcomeUnknown struct{ err error }
+
+func (e errOutcomeUnknown) Error() string { return "after COMMIT: " + e.err.Error() }
+func (e errOutcomeUnknown) Unwrap() error { return e.err }
+
+// asLogRefused marks err with coord.ErrLogRefused when it proves that the write's transaction
+// did not commit: the server answered a statement of it (or its COMMIT) with an error of
+// severity ERROR, which rolls a transaction back. Everything else leaves the outcome unknown
+// and is returned as is: a lost connection, a context cut off, a FATAL or PANIC (the session
+// ended, possibly after its commit was durable), the classes that say the server or the
+// connection broke down (08 connection, 57 operator intervention, 58 system error, XX
+// internal), and any error after an acknowledged COMMIT.
+func asLogRefused(err error) error {
+	var late errOutcomeUnknown
+	var pe *pgconn.PgError
+	if err == nil || errors.Is(err, coord.ErrLogRefused) || errors.As(err, &late) || !errors.As(err, &pe) {
+		return err
+	}
+	severity := pe.SeverityUnlocalized
+	if severity == "" {
+		severity = pe.Severity
+	}
+	if severity != "ERROR" || len(pe.Code) != 5 {
+		return err
+	}
+	switch pe.Code[:2] {
+	case "08", "57", "58", "XX":
+		return err
+	}
+	return fmt.Errorf("%w: %w", coord.ErrLogRefused, err)
+}

@@ -25,7 +25,10 @@ func newLogWith(t testing.TB, o txlog.Options) (*txlog.Log, *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	_, dsn, _ := pgtest.Schema(t)
-	pool, err := pgxpool.New(ctx, dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	txlog.ConfigurePool(cfg) // as the service does
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	l := txlog.New(pool, o)

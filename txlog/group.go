@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kpgtx/coordinator/coord"
 )
 
 // errClosed: the log was closed.
@@ -131,7 +133,18 @@ func (g *groupCommit) loop() {
 // flushTimeout bounds one batch's round trips and commit.
 const flushTimeout = 30 * time.Second
 
-func (g *groupCommit) flush(batch []*write) {
+func (g *groupCommit) flush(batch []*write) { g.flushIsolating(batch, isolations) }
+
+// isolations bounds how often a flush sends its writes again without the one whose own statement
+// failed (flushIsolating): each time costs up to a lock timeout when the failure was a lock.
+const isolations = 1
+
+// flushIsolating sends batch as one transaction. When a write's own statement fails with an
+// error that rolled the transaction back (asLogRefused), the writes after it never ran and the
+// ones before it were rolled back: that write gets its error, and, up to isolate times, the
+// others are sent again without it, so that one write's failure (a row another transaction
+// keeps locked, a constraint) does not fail every write it travelled with.
+func (g *groupCommit) flushIsolating(batch []*write, isolate int) {
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	if g.obs != nil {
@@ -194,12 +207,34 @@ func (g *groupCommit) flush(batch []*write) {
 		}
 		return err
 	})
-	for i, w := range append(merged, rest...) {
+	all := append(merged, rest...)
+	if j := culprit(errs, len(merged)); err != nil && isolate > 0 && j >= 0 && len(all) > 1 {
+		all[j].err <- errs[j]
+		g.flushIsolating(append(all[:j:j], all[j+1:]...), isolate-1)
+		return
+	}
+	for i, w := range all {
 		if err != nil {
 			errs[i] = err
 		}
 		w.err <- errs[i]
 	}
+}
+
+// culprit is the index of the write whose own statement failed a flush and rolled it back: the
+// first answer that is such a server error (the server skipped every statement after it, and
+// pgx answers them with the same error). -1 when there is none, or when it is the merged Begins'
+// statement (first merged answers), whose writes cannot be told apart.
+func culprit(errs []error, merged int) int {
+	for i, e := range errs {
+		if errors.Is(asLogRefused(e), coord.ErrLogRefused) {
+			if i < merged {
+				return -1
+			}
+			return i
+		}
+	}
+	return -1
 }
 
 // retried runs send again while it fails retryable, up to flushAttempts times.
@@ -222,7 +257,10 @@ func readCommit(br pgx.BatchResults, what string) error {
 	if ct.String() != "COMMIT" {
 		return fmt.Errorf("txlog: %s ended %q", what, ct.String())
 	}
-	return br.Close()
+	if err := br.Close(); err != nil {
+		return errOutcomeUnknown{err}
+	}
+	return nil
 }
 
 func (g *groupCommit) close() {

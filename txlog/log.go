@@ -170,7 +170,7 @@ SELECT updated_at, prepared_at, finished_at FROM upd`,
 		return fmt.Errorf("txlog: %s -> %s: %w", t.GID, to, ErrStateChanged)
 	}
 	if err != nil {
-		return fmt.Errorf("txlog: %s -> %s: %w", t.GID, to, err)
+		return fmt.Errorf("txlog: %s -> %s: %w", t.GID, to, asLogRefused(err))
 	}
 	t.State = to
 	t.UpdatedAt = *updated

@@ -9,6 +9,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	pgxv5 "github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/kpgtx/coordinator/migrations"
@@ -21,7 +22,18 @@ func Migrate(ctx context.Context, l *Log, direction string) error {
 	if err != nil {
 		return fmt.Errorf("txlog: migrations: %w", err)
 	}
-	db := stdlib.OpenDBFromPool(l.pool)
+	// A pool of its own, without the log's lock timeout: golang-migrate waits for another
+	// process's migration on an advisory lock, for as long as that migration takes.
+	cfg := l.pool.Config()
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "0"
+	cfg.MinConns, cfg.MaxConns = 0, 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("txlog: migrate pool: %w", err)
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
 	drv, err := pgx.WithInstance(db, &pgx.Config{MigrationsTable: "coordinator_schema_migrations"})
 	if err != nil {
 		return fmt.Errorf("txlog: migrate driver: %w", err)
@@ -43,7 +55,6 @@ func Migrate(ctx context.Context, l *Log, direction string) error {
 	if err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return fmt.Errorf("txlog: migrate %s: %w", direction, err)
 	}
-	_ = ctx
 	return nil
 }
 
