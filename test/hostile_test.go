@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -207,6 +209,85 @@ FROM coordinator_transactions WHERE request_id NOT LIKE 'reach-%'`).Scan(&s))
 	got := e.do(http.MethodGet, "/v1/transactions/before", nil)
 	require.Equal(t, http.StatusOK, got.Status, "%s", got.Raw)
 	assert.Equal(t, "committed", got.str("state"))
+
+	ok := e.post(order(e, "after", 1))
+	require.Equal(t, http.StatusOK, ok.Status, "%s", ok.Raw)
+}
+
+// A client statement that locks the coordinator's log (rows or tables) from code the parser
+// never sees: PREPARE TRANSACTION keeps the lock, so the request's own decision write would
+// wait for its own prepared transaction, and every log write behind it. The log's lock timeout
+// ends the wait, the refusal proves nothing was logged, and the request aborts at once: 503,
+// both sides rolled back, the lock released. Neighbours sent alongside stay atomic, and the
+// coordinator goes on.
+func TestClientLockOnTheLogEndsItsRequest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{secondDB: true})
+	ctx := context.Background()
+	r := e.post(order(e, "before", 1))
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	_, err := e.db.Exec(ctx, `CREATE FUNCTION lock_log() RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  LOCK TABLE coordinator_transactions IN SHARE MODE;
+  RETURN 1;
+END$$`)
+	require.NoError(t, err)
+	locks := []string{
+		"DO $$BEGIN PERFORM 1 FROM coordinator_transactions FOR UPDATE; END$$",
+		"DO $$BEGIN LOCK TABLE coordinator_transactions IN SHARE MODE; END$$",
+		"DO $$BEGIN LOCK TABLE coordinator_events IN SHARE MODE; END$$",
+		"SELECT lock_log()",
+	}
+	twoDatabases := func(id, stmt string) map[string]any {
+		return map[string]any{"id": id, "sql": []any{
+			map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, 1)", "args": []any{id}},
+			map[string]any{"database": "other", "statement": "INSERT INTO orders (id, total) VALUES ($1, 1)", "args": []any{id}},
+			map[string]any{"statement": stmt},
+		}}
+	}
+	for i, stmt := range locks {
+		for _, shape := range []string{"kafka", "two databases"} {
+			id := fmt.Sprintf("lock-%d-%s", i, strings.ReplaceAll(shape, " ", "-"))
+			body := e.insertThen(id, stmt, true)
+			if shape == "two databases" {
+				body = twoDatabases(id, stmt)
+			}
+			r := e.post(body)
+			require.Equal(t, http.StatusServiceUnavailable, r.Status, "%q (%s): %s", stmt, shape, r.Raw)
+			assert.Equal(t, "aborted", r.str("state"), "%q (%s)", stmt, shape)
+			assert.Equal(t, "retriable", r.str("error", "class"), "%q (%s)", stmt, shape)
+			assert.Contains(t, r.str("error", "message"), "lock timeout", "%q (%s)", stmt, shape)
+			e.assertNothingOf(id)
+			var other int
+			require.NoError(t, e.db2.QueryRow(ctx, "SELECT count(*) FROM orders WHERE id = $1", id).Scan(&other))
+			assert.Zero(t, other, "%s: nothing on the second database", id)
+		}
+	}
+	got := e.do(http.MethodGet, "/v1/transactions/before", nil)
+	require.Equal(t, http.StatusOK, got.Status, "%s", got.Raw)
+	assert.Equal(t, "committed", got.str("state"))
+
+	// A wave of neighbours around one locking request: whatever each answers, every request is
+	// atomic once recovery has run, the locking one never commits, and nothing stays prepared.
+	reqs := map[string]sent{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 12 {
+		id, kind := fmt.Sprintf("wave-%d", i), "both"
+		body := any(e.orderBody(id, kind))
+		if i == 5 {
+			kind, body = "fail", e.insertThen(id, locks[3], true)
+		}
+		wg.Go(func() {
+			r := e.postQuiet(body)
+			mu.Lock()
+			reqs[id] = sent{kind: kind, status: r.Status}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	e.waitResolved(t, 60*time.Second)
+	e.verify(t, e.srv.URL, reqs)
 
 	ok := e.post(order(e, "after", 1))
 	require.Equal(t, http.StatusOK, ok.Status, "%s", ok.Raw)
