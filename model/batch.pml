@@ -353,6 +353,7 @@ produce:
 		fi
 	:: atomic { LIVE && !(ALLACTIVE(pm) && FENCE_OK) }; goto indoubtActive   /* claimed or fenced */
 	:: atomic { LIVE && FAULT -> pend = 1 }; goto indoubtActive    /* no answer; may land later */
+	:: atomic { LIVE && FAULT }; goto abortAll   /* refused by the server (ErrLogRefused): nothing written */
 	fi;
 
 	/* decide: one EndTxn(commit) for the whole batch, one retry by ids, then in doubt */

@@ -291,10 +291,15 @@ logprepared:
 	:: atomic { CAS(g, L_ACTIVE) -> row[g] = L_PREPARED; rowk[g] = k; rowe[g] = ke; check(g) }
 		if
 		:: atomic { LIVE }
+#ifdef M_ABORT_ON_LOST_PREPARED
+		:: atomic { LIVE && FAULT }; goto abort   /* mutant: a lost answer taken for a refusal */
+#else
 		:: atomic { LIVE && FAULT }; goto indoubtActive   /* landed, answer lost */
+#endif
 		fi
 	:: atomic { LIVE && !CAS(g, L_ACTIVE) }; goto indoubtActive   /* claimed or fenced */
 	:: atomic { LIVE && FAULT -> pend = 1 }; goto indoubtActive    /* no answer; may land later */
+	:: atomic { LIVE && FAULT }; goto abort   /* refused by the server (ErrLogRefused): nothing written */
 	fi;
 #ifdef M_PREPARED_AFTER_ENDTXN
 	goto phase2;

@@ -455,6 +455,7 @@ proctype Request(byte g) {
 		:: atomic { LIVE && FAULT }; goto writeLost            /* landed, answer lost */
 		fi
 	:: atomic { LIVE && !WRITE_OK(gm, myep) }; goto refused
+	:: atomic { LIVE && FAULT }; goto serverRefused   /* refused by the server (ErrLogRefused): nothing written */
 	:: atomic { LIVE && FAULT -> pw = 1; pwm = gm; pwep = myep }
 #ifdef M_RETRY_WRITE
 		/* the mutant: the leader sends the write again; the first may land before it */
@@ -603,6 +604,13 @@ refused:
 		if :: gm & 2 -> ans[1] = (row[1] == L_ABORTED -> A_ABORT : A_DOUBT) :: else fi;
 		members_done(gm, A_NONE); ginfl = 0 }
 	goto leaderDone;
+
+serverRefused:
+	/* nothing changed, and no resolver moved a row: abort Kafka, roll back G; each member logs
+	 * its own abort (409/503), or 202 when its row moved on meanwhile */
+	abortK(kb);
+	atomic { LIVE -> finishG(0, h); h = 0 }
+	goto abort409;
 
 writeLost:
 #ifdef M_RERUN_AFTER_LOST_WRITE
