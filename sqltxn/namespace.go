@@ -2,9 +2,11 @@ package sqltxn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Namespaces: every log claims its gid prefix in each participant database, in the table
@@ -30,34 +32,24 @@ var namespaceDDL = []string{
 // database, or refuses with ErrNamespaceTaken naming the log that holds it.
 func (d *Databases) ClaimNamespace(ctx context.Context, namespace, logID, logName string) error {
 	for name, db := range d.dbs {
-		err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-			for _, q := range namespaceDDL {
-				if _, err := tx.Exec(ctx, q); err != nil {
-					return fmt.Errorf("namespace registry: %w", err)
-				}
-			}
-			var holder, holderName string
-			err := tx.QueryRow(ctx, `WITH ins AS (
-    INSERT INTO kpgtx.namespaces (namespace, log_id, log_name) VALUES ($1, $2, $3)
-    ON CONFLICT (namespace) DO NOTHING RETURNING log_id, log_name
-)
-SELECT log_id, log_name FROM ins
-UNION ALL
-SELECT log_id, log_name FROM kpgtx.namespaces WHERE namespace = $1 AND NOT EXISTS (SELECT 1 FROM ins)`,
-				namespace, logID, logName).Scan(&holder, &holderName)
-			if err != nil {
-				return fmt.Errorf("namespace registry: %w", err)
-			}
-			if holder != logID {
-				return fmt.Errorf("%w: namespace %q (COORDINATOR_GID_PREFIX) is held by the log %s (id %s), not this log %s (id %s): "+
-					"give each log its own COORDINATOR_GID_PREFIX; if that log is gone for good, "+
-					"DELETE FROM kpgtx.namespaces WHERE namespace = '%s' on this database",
-					ErrNamespaceTaken, namespace, holderName, holder, logName, logID, namespace)
-			}
-			return nil
+		var holder, holderName string
+		err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) (err error) {
+			holder, holderName, err = claimNamespace(ctx, tx, namespace, logID, logName)
+			return err
 		})
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "55P03" { // lock_not_available
+			err = fmt.Errorf("namespace registry: a prepared transaction holds its lock or its table: "+
+				"end it (SELECT gid FROM pg_prepared_xacts; COMMIT or ROLLBACK PREPARED) and start again: %w", err)
+		}
 		if err != nil {
 			return fmt.Errorf("database %q: %w", name, err)
+		}
+		if holder != logID {
+			return fmt.Errorf("database %q: %w: namespace %q (COORDINATOR_GID_PREFIX) is held by the log %s (id %s), not this log %s (id %s): "+
+				"give each log its own COORDINATOR_GID_PREFIX; if that log is gone for good, "+
+				"DELETE FROM kpgtx.namespaces WHERE namespace = '%s' on this database",
+				name, ErrNamespaceTaken, namespace, holderName, holder, logName, logID, namespace)
 		}
 		// The registry is the coordinator's too.
 		if err := guardOwnTables(ctx, db.pool, name, "kpgtx", d.logger); err != nil {
@@ -65,4 +57,48 @@ SELECT log_id, log_name FROM kpgtx.namespaces WHERE namespace = $1 AND NOT EXIST
 		}
 	}
 	return nil
+}
+
+// namespaceLockTimeout bounds every wait of a claim: a client's request may take the registry's
+// advisory lock (pg_advisory_xact_lock is a client's to call) or lock its table from code the
+// parser never sees, and a prepared transaction keeps either until recovery, which runs only
+// after startup, ends it.
+const namespaceLockTimeout = "2s"
+
+// claimNamespace returns the log holding namespace, claiming it for logID when no log does. A
+// restart only reads its own claim; only a first claim takes the registry's lock.
+func claimNamespace(ctx context.Context, tx pgx.Tx, namespace, logID, logName string) (holder, holderName string, err error) {
+	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+namespaceLockTimeout+"'"); err != nil {
+		return "", "", err
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT pg_catalog.to_regclass('kpgtx.namespaces') IS NOT NULL`).Scan(&exists); err != nil {
+		return "", "", fmt.Errorf("namespace registry: %w", err)
+	}
+	if exists {
+		err := tx.QueryRow(ctx, `SELECT log_id, log_name FROM kpgtx.namespaces WHERE namespace = $1`, namespace).Scan(&holder, &holderName)
+		if err == nil {
+			return holder, holderName, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return "", "", fmt.Errorf("namespace registry: %w", err)
+		}
+	}
+	for _, q := range namespaceDDL {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return "", "", fmt.Errorf("namespace registry: %w", err)
+		}
+	}
+	err = tx.QueryRow(ctx, `WITH ins AS (
+    INSERT INTO kpgtx.namespaces (namespace, log_id, log_name) VALUES ($1, $2, $3)
+    ON CONFLICT (namespace) DO NOTHING RETURNING log_id, log_name
+)
+SELECT log_id, log_name FROM ins
+UNION ALL
+SELECT log_id, log_name FROM kpgtx.namespaces WHERE namespace = $1 AND NOT EXISTS (SELECT 1 FROM ins)`,
+		namespace, logID, logName).Scan(&holder, &holderName)
+	if err != nil {
+		return "", "", fmt.Errorf("namespace registry: %w", err)
+	}
+	return holder, holderName, nil
 }

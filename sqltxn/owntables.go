@@ -75,44 +75,40 @@ const triggerLockTimeout = "2s"
 func guardOwnTables(ctx context.Context, pool *pgxpool.Pool, database, schema string, logger *slog.Logger) error {
 	for _, table := range guardedTables[schema] {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			// Looked at before any lock: a restart finds every table guarded and takes none.
+			g, err := lookGuard(ctx, tx, table, schema)
+			if err != nil || g.done() {
+				return err
+			}
+			// The timeout comes before the advisory lock: a client's request may take the same
+			// one (pg_advisory_xact_lock is a client's to call), and its prepared transaction
+			// keeps it until recovery, after startup, ends it.
+			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+triggerLockTimeout+"'"); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('kpgtx/write-guards'))`); err != nil {
 				return err
 			}
-			var qualified, fn *string
-			var has, current bool
-			err := tx.QueryRow(ctx, `SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname),
-    pg_catalog.quote_ident(n.nspname) || '.' || $3,
-    EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t WHERE t.tgrelid = c.oid AND t.tgname = $3),
-    EXISTS (SELECT 1 FROM pg_catalog.pg_proc p WHERE p.pronamespace = n.oid AND p.proname = $3 AND p.prosrc = $4)
-FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relname = $1 AND n.nspname = coalesce(nullif($2, ''), pg_catalog.current_schema())`,
-				table, schema, refuseFunction, refuseFunctionSource).Scan(&qualified, &fn, &has, &current)
-			if errors.Is(err, pgx.ErrNoRows) || (err == nil && has && current) {
-				return nil // not in this database, or guarded already
+			if g, err = lookGuard(ctx, tx, table, schema); err != nil || g.done() {
+				return err // another start guarded it meanwhile
 			}
-			if err != nil {
-				return err
-			}
-			if !current { // missing, or an older body
-				if _, err := tx.Exec(ctx, "CREATE OR REPLACE FUNCTION "+*fn+"() RETURNS trigger LANGUAGE plpgsql AS $$"+
+			if !g.current { // missing, or an older body
+				if _, err := tx.Exec(ctx, "CREATE OR REPLACE FUNCTION "+g.fn+"() RETURNS trigger LANGUAGE plpgsql AS $$"+
 					refuseFunctionSource+"$$"); err != nil {
 					return err
 				}
 			}
-			if has {
+			if g.has {
 				return nil
 			}
-			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+triggerLockTimeout+"'"); err != nil {
-				return err
-			}
 			_, err = tx.Exec(ctx, "CREATE TRIGGER "+refuseFunction+" BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON "+
-				*qualified+" FOR EACH STATEMENT EXECUTE FUNCTION "+*fn+"()")
+				g.qualified+" FOR EACH STATEMENT EXECUTE FUNCTION "+g.fn+"()")
 			return err
 		})
 		var pe *pgconn.PgError
 		switch {
 		case errors.As(err, &pe) && pe.Code == "55P03": // lock_not_available
-			logger.Warn("a prepared transaction holds a coordinator table: it refuses client writes from a later start on",
+			logger.Warn("a prepared transaction holds a coordinator table or the guards' lock: the table refuses client writes from a later start on",
 				"database", database, "table", table)
 		case errors.As(err, &pe) && pe.Code == "42501": // insufficient_privilege: another role owns it
 			logger.Warn("the coordinator's login does not own a coordinator table and cannot guard it: "+
@@ -122,4 +118,29 @@ WHERE c.relname = $1 AND n.nspname = coalesce(nullif($2, ''), pg_catalog.current
 		}
 	}
 	return nil
+}
+
+// guard is what a database has of one table's refusing trigger.
+type guard struct {
+	missing       bool   // the table is not in this database
+	qualified, fn string // the table's and the trigger function's qualified names
+	has, current  bool   // the trigger exists; the function has today's body
+}
+
+func (g guard) done() bool { return g.missing || (g.has && g.current) }
+
+// lookGuard reads the catalog for table's trigger (schema "": the session's current schema).
+func lookGuard(ctx context.Context, tx pgx.Tx, table, schema string) (guard, error) {
+	var g guard
+	err := tx.QueryRow(ctx, `SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname),
+    pg_catalog.quote_ident(n.nspname) || '.' || $3,
+    EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t WHERE t.tgrelid = c.oid AND t.tgname = $3),
+    EXISTS (SELECT 1 FROM pg_catalog.pg_proc p WHERE p.pronamespace = n.oid AND p.proname = $3 AND p.prosrc = $4)
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relname = $1 AND n.nspname = coalesce(nullif($2, ''), pg_catalog.current_schema())`,
+		table, schema, refuseFunction, refuseFunctionSource).Scan(&g.qualified, &g.fn, &g.has, &g.current)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return guard{missing: true}, nil
+	}
+	return g, err
 }

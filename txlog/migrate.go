@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -15,6 +16,9 @@ import (
 	"github.com/kpgtx/coordinator/migrations"
 )
 
+// migrationLockTimeout bounds a migration's waits for locks (Migrate).
+const migrationLockTimeout = time.Minute
+
 // Migrate applies (up) or reverts (down) the embedded migrations in the pool's current schema
 // (search_path), so tests can use a schema of their own.
 func Migrate(ctx context.Context, l *Log, direction string) error {
@@ -22,10 +26,12 @@ func Migrate(ctx context.Context, l *Log, direction string) error {
 	if err != nil {
 		return fmt.Errorf("txlog: migrations: %w", err)
 	}
-	// A pool of its own, without the log's lock timeout: golang-migrate waits for another
-	// process's migration on an advisory lock, for as long as that migration takes.
+	// A pool of its own, with a lock timeout longer than the log's: golang-migrate waits for
+	// another process's migration on an advisory lock, for as long as that migration takes. It
+	// is bounded all the same, so that a lock kept by a prepared transaction (which only
+	// recovery, after startup, ends) fails the start with an error instead of hanging it.
 	cfg := l.pool.Config()
-	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "0"
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprint(migrationLockTimeout.Milliseconds())
 	cfg.MinConns, cfg.MaxConns = 0, 2
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
