@@ -59,16 +59,10 @@ func (d *Databases) ClaimNamespace(ctx context.Context, namespace, logID, logNam
 	return nil
 }
 
-// namespaceLockTimeout bounds every wait of a claim: a client's request may take the registry's
-// advisory lock (pg_advisory_xact_lock is a client's to call) or lock its table from code the
-// parser never sees, and a prepared transaction keeps either until recovery, which runs only
-// after startup, ends it.
-const namespaceLockTimeout = "2s"
-
 // claimNamespace returns the log holding namespace, claiming it for logID when no log does. A
 // restart only reads its own claim; only a first claim takes the registry's lock.
 func claimNamespace(ctx context.Context, tx pgx.Tx, namespace, logID, logName string) (holder, holderName string, err error) {
-	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+namespaceLockTimeout+"'"); err != nil {
+	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+startupLockTimeout+"'"); err != nil {
 		return "", "", err
 	}
 	var exists bool

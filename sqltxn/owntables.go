@@ -64,10 +64,13 @@ BEGIN
     RETURN NULL;
 END`
 
-// triggerLockTimeout bounds the wait for a table's lock when its trigger is created: a prepared
-// transaction holding a marker row holds the marker table until recovery, after startup, ends
-// it. Such a table gets its trigger at a later start.
-const triggerLockTimeout = "2s"
+// startupLockTimeout bounds every lock wait of startup's own steps in a participant database
+// (the table guards, the namespace claim): a prepared transaction keeps its locks until
+// recovery, which runs only after startup, ends it. That may be a marker row's lock on the
+// marker table, or a client's request that took the same advisory lock
+// (pg_advisory_xact_lock is a client's to call) or locked the registry from code the parser
+// never sees.
+const startupLockTimeout = "2s"
 
 // guardOwnTables creates the refusing trigger on each of the coordinator's tables of schema ("":
 // the session's current schema) that exists in the database and lacks it. Concurrent first
@@ -83,7 +86,7 @@ func guardOwnTables(ctx context.Context, pool *pgxpool.Pool, database, schema st
 			// The timeout comes before the advisory lock: a client's request may take the same
 			// one (pg_advisory_xact_lock is a client's to call), and its prepared transaction
 			// keeps it until recovery, after startup, ends it.
-			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+triggerLockTimeout+"'"); err != nil {
+			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+startupLockTimeout+"'"); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('kpgtx/write-guards'))`); err != nil {

@@ -208,10 +208,12 @@ func (g *groupCommit) flushIsolating(batch []*write, isolate int) {
 		return err
 	})
 	all := append(merged, rest...)
-	if j := culprit(errs, len(merged)); err != nil && isolate > 0 && j >= 0 && len(all) > 1 {
-		all[j].err <- errs[j]
-		g.flushIsolating(append(all[:j:j], all[j+1:]...), isolate-1)
-		return
+	if err != nil && isolate > 0 && len(all) > 1 {
+		if j := culprit(errs, len(merged)); j >= 0 {
+			all[j].err <- errs[j]
+			g.flushIsolating(append(all[:j:j], all[j+1:]...), isolate-1)
+			return
+		}
 	}
 	for i, w := range all {
 		if err != nil {
