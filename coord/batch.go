@@ -84,8 +84,9 @@ type batchOutcome struct {
 	commit    bool
 	cause     error
 	decideErr error
-	// finished: the batch's phase 2 committed this member and logged it committed.
-	finished bool
+	// answer: the batch's phase 2 committed this member, which is answered with it; the leader
+	// writes its final row (finals.go).
+	answer *Transaction
 }
 
 func newBatcher(cfg BatchConfig) *batcher {
@@ -163,13 +164,9 @@ func (c *Coordinator) afterBatch(ctx context.Context, w *work, o batchOutcome) (
 	case o.fail != nil:
 		return c.abort(w, o.fail)
 	}
-	if o.finished {
-		// Committed on both sides and logged by the batch's phase 2.
-		if w.ktx != nil {
-			w.ktx.Release(true)
-			w.ktx = nil
-		}
-		return Answer(w.t, nil)
+	if o.answer != nil {
+		// Committed on both sides by the batch's phase 2; its leader writes the final row.
+		return Answer(o.answer, nil)
 	}
 	if o.alone {
 		if err := c.kafkaPhase1(ctx, w); err != nil {
@@ -245,10 +242,12 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 	c.releaseGroups(groups)
 	release()
 	if len(riders) > 1 && riders[0].out.commit && riders[0].out.decideErr == nil && riders[0].out.prepErr == nil {
-		c.finishShared(riders)
+		c.finishShared(riders) // closes done of the members it answered
 	}
 	for _, m := range riders {
-		close(m.done)
+		if m.out.answer == nil {
+			close(m.done)
+		}
 	}
 }
 
@@ -362,13 +361,13 @@ func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []
 }
 
 // finishShared is phase 2 of a committed batch, for all members at once: COMMIT PREPARED of
-// every member's gids in one round trip per database, then one write logging committed every
-// member whose gids all committed. A member left out (a gid that failed, a row that moved on, a
+// every member's gids in one round trip per database; every member whose gids all committed is
+// answered, and one write logging them committed follows (writeCommittedBatch, finals.go). A member left out (a gid that failed, a row that moved on, a
 // write whose answer was lost) finishes on its own path, which repeats both steps idempotently
 // (I4) and answers from the stored row when it moved on.
 func (c *Coordinator) finishShared(members []*member) {
 	ctx, cancel := context.WithTimeout(members[0].w.traced(context.Background()), c.cfg.FinishTimeout)
-	defer cancel()
+	defer func() { cancel() }() // handed to the final write once it runs
 	pctx, st := c.step(ctx, PhasePhase2, SpanPhase2)
 	ok := make([]bool, len(members))
 	gids := map[string][]string{}
@@ -406,11 +405,11 @@ func (c *Coordinator) finishShared(members []*member) {
 	wg.Wait()
 	st.end(nil)
 	var ts []*Transaction
-	var idx []int
+	var done []*member
 	for i, m := range members {
 		if ok[i] {
 			ts = append(ts, m.w.t)
-			idx = append(idx, i)
+			done = append(done, m)
 		}
 	}
 	if len(ts) == 0 {
@@ -418,16 +417,48 @@ func (c *Coordinator) finishShared(members []*member) {
 	}
 	c.fault(FaultAfterCommitPrepared)
 	c.fault(FaultBeforeFinalLog)
-	lctx, st := c.step(ctx, PhaseLogFinal, SpanLogFinal)
-	done, err := c.log.CommittedBatch(lctx, ts)
+	// Committed on both sides: each such member is answered now, and the write logging them
+	// committed follows (finals.go); a member left out finishes on its own path.
+	at := finalStamp(ts...)
+	lctx, st := c.finalStep(ctx)
+	pending := make([]*pendingFinal, len(done))
+	for j, m := range done {
+		m.out.answer = committedAnswer(m.w, at)
+		pending[j] = c.handOff(m.w)
+		close(m.done)
+	}
+	c.cfg.Logger.Debug("shared transaction committed; its final write follows", "members", len(done))
+	// On a goroutine of its own: the leader is a member too, and its answer must not wait.
+	go c.writeCommittedBatch(ctx, cancel, lctx, st, done, pending, at)
+	cancel = func() {} // the write's now
+}
+
+// writeCommittedBatch logs committed the members finishShared answered, in one write, and ends
+// their pending finals; a member the write left out writes its own row (writeCommitted).
+func (c *Coordinator) writeCommittedBatch(ctx context.Context, cancel context.CancelFunc, lctx context.Context, st step,
+	done []*member, pending []*pendingFinal, at time.Time) {
+	defer cancel()
+	ts := make([]*Transaction, len(done))
+	for j, m := range done {
+		ts[j] = m.w.t
+	}
+	written, err := c.log.CommittedBatch(lctx, ts, at)
 	st.end(err)
 	if err != nil {
-		c.cfg.Logger.Warn("final write of a shared transaction's members failed; each member writes its own",
+		c.cfg.Logger.Warn("final write of a shared transaction's members failed; each member's is sent alone",
 			"members", len(ts), "error", err)
-		return
 	}
-	for j, i := range idx {
-		members[i].out.finished = done[j]
+	for j, m := range done {
+		if written[j] {
+			if m.w.ktx != nil {
+				m.w.ktx.Release(true)
+				m.w.ktx = nil
+			}
+		} else {
+			mctx, mst := c.finalStep(ctx)
+			c.writeCommitted(mctx, mst, m.w, at)
+		}
+		c.finalDone(m.w, pending[j])
 	}
 }
 

@@ -96,6 +96,7 @@ func runBatchWith(t *testing.T, shareSQL bool, faults func(*world) func(int, str
 		"the prepared requests gather in the open batch")
 	release()
 	wg.Wait()
+	require.NoError(t, c.WaitFinals(context.Background()), "the committed answers' final writes end")
 
 	// Recovery (as instance r), without faults, until every row is final.
 	w.at = nil

@@ -54,6 +54,7 @@ type Coordinator struct {
 	quarantine sync.Map // gid → *quarantineLease: an id left quarantined before prepared was logged
 	running    atomic.Int64
 	batches    *batcher // nil: no shared Kafka transactions
+	finals     finals   // commits answered whose final write is pending (finals.go)
 }
 
 // New returns a Coordinator. kafka may be nil (SQL-only deployments).
@@ -88,8 +89,10 @@ func (c *Coordinator) fence() (Fence, error) {
 // GID is the global transaction id of a request id.
 func (c *Coordinator) GID(requestID string) string { return c.cfg.GIDPrefix + "_" + requestID }
 
-// Get returns the stored transaction.
+// Get returns the stored transaction. A commit answered by this instance whose final write is
+// pending is read once that write ended (finals.go).
 func (c *Coordinator) Get(ctx context.Context, id string) (*Transaction, error) {
+	c.awaitFinal(ctx, c.GID(id))
 	return c.log.Get(ctx, id)
 }
 
@@ -155,6 +158,8 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 	// In flight from before the row exists: the recovery loop must never take a live request's
 	// fresh active row for a crashed one.
 	if _, busy := c.inflight.LoadOrStore(t.GID, struct{}{}); busy {
+		// Running here: a commit already answered is read once its final write ended.
+		c.awaitFinal(ctx, t.GID)
 		stored, err := c.log.Get(ctx, req.ID)
 		if err != nil {
 			return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: err}
@@ -164,9 +169,14 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 		}
 		return Answer(stored, nil)
 	}
-	defer c.inflight.Delete(t.GID)
-	start := time.Now()
 	w := &work{t: t, req: &req, root: trace.SpanFromContext(ctx)}
+	gid := t.GID
+	defer func() {
+		if !w.handedOff { // else its final write ends its time in flight (finals.go)
+			c.inflight.Delete(gid)
+		}
+	}()
+	start := time.Now()
 	c.running.Add(1)
 	defer c.running.Add(-1)
 	var ran bool
@@ -261,6 +271,9 @@ type work struct {
 	ktx      KafkaTxn
 	prepared []string // databases where PREPARE TRANSACTION may have been sent
 	mu       sync.Mutex
+	// handedOff: the request was answered committed and its final write, running on, owns its
+	// place in flight and its transactional id (finals.go).
+	handedOff bool
 }
 
 // SQLGIDFor is the PostgreSQL gid of a global transaction on one database: gids are
@@ -297,7 +310,6 @@ func (c *Coordinator) runUnshared(ctx context.Context, w *work) (*Transaction, e
 	}
 	if onePhase {
 		// The one database committed: its marker row makes that knowable after a crash.
-		c.fault(FaultBeforeFinalLog)
 		return c.finish(w, StateCommitted, nil)
 	}
 	return c.commitPhase(ctx, w)
@@ -661,11 +673,12 @@ func (c *Coordinator) finish(w *work, to State, cause error) (*Transaction, erro
 
 // finishWith logs the final state and only then returns the transactional.id to the pool (I1).
 func (c *Coordinator) finishWith(ctx context.Context, w *work, to State, f *Failure, reusable bool) (*Transaction, error) {
+	if to == StateCommitted && f == nil {
+		// Committed on every participant: the answer goes now, the write behind it.
+		return c.answerCommitted(w)
+	}
 	if f != nil {
 		w.t.Error = f.Detail()
-	}
-	if to == StateCommitted {
-		c.fault(FaultBeforeFinalLog)
 	}
 	lctx, st := c.step(ctx, PhaseLogFinal, SpanLogFinal)
 	if st.span.IsRecording() {

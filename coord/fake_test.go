@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kpgtx/coordinator/coord"
 )
@@ -260,7 +261,7 @@ func (l fakeLog) PreparedBatch(ctx context.Context, ts []*coord.Transaction, sha
 }
 
 // CommittedBatch: one call; each row its own compare-and-set.
-func (l fakeLog) CommittedBatch(ctx context.Context, ts []*coord.Transaction) ([]bool, error) {
+func (l fakeLog) CommittedBatch(ctx context.Context, ts []*coord.Transaction, at time.Time) ([]bool, error) {
 	done := make([]bool, len(ts))
 	m := l.w.call(ctx, "log.committed_batch")
 	if err := refusal(m, "log.committed_batch"); err != nil {
@@ -274,6 +275,7 @@ func (l fakeLog) CommittedBatch(ctx context.Context, ts []*coord.Transaction) ([
 			continue
 		}
 		row.State = coord.StateCommitted
+		stamp(row, at)
 		done[i] = true
 	}
 	if m == failAfter {
@@ -285,6 +287,25 @@ func (l fakeLog) CommittedBatch(ctx context.Context, ts []*coord.Transaction) ([
 		}
 	}
 	return done, nil
+}
+
+// stamp sets a row's updated_at and finished_at to at, as the log does (zero: now).
+func stamp(row *coord.Transaction, at time.Time) {
+	if at.IsZero() {
+		at = time.Now()
+	}
+	row.UpdatedAt, row.FinishedAt = at, &at
+}
+
+func (l fakeLog) Committed(ctx context.Context, t *coord.Transaction, at time.Time) error {
+	want := clone(t)
+	return l.cas(ctx, "log.committed", t, func(row *coord.Transaction) {
+		row.State, row.Error = coord.StateCommitted, want.Error
+		if want.Kafka != nil {
+			row.Kafka = want.Kafka
+		}
+		stamp(row, at)
+	})
 }
 
 func (l fakeLog) Transition(ctx context.Context, t *coord.Transaction, to coord.State) error {

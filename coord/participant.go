@@ -101,8 +101,13 @@ type Log interface {
 	// refuses the whole write the same way.
 	PreparedBatch(ctx context.Context, ts []*Transaction, shared []SharedGID) error
 	// CommittedBatch logs prepared transactions committed in one write, each row its own
-	// compare-and-set: done[i] says whether ts[i] was written. err: every outcome unknown.
-	CommittedBatch(ctx context.Context, ts []*Transaction) (done []bool, err error)
+	// compare-and-set: done[i] says whether ts[i] was written. err: every outcome unknown. at is
+	// every row's updated_at and finished_at, the time the members' answers said (finals.go);
+	// zero: the server's clock.
+	CommittedBatch(ctx context.Context, ts []*Transaction, at time.Time) (done []bool, err error)
+	// Committed is Transition to committed with at as the row's updated_at and finished_at
+	// (zero: the server's clock).
+	Committed(ctx context.Context, t *Transaction, at time.Time) error
 	// Transition moves the transaction to a new state, storing results and error.
 	Transition(ctx context.Context, t *Transaction, to State) error
 	// Claim makes the row by's and moves it to state to (claim before act): the resolver's

@@ -68,6 +68,7 @@ func trialWith(t *testing.T, req coord.Request, pauseAt int, at func(n int, op s
 	w.at = at
 	req.ID = "x"
 	_, answer = c.Execute(ctx, req)
+	require.NoError(t, c.WaitFinals(context.Background()), "a committed answer's final write ends")
 	w.finishResolver()
 
 	// Recovery, with no more faults.

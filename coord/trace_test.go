@@ -89,6 +89,8 @@ func TestTraceCommitted(t *testing.T) {
 	txn, err := c.Execute(ctx, twoDBsAndKafka("x"))
 	require.NoError(t, err)
 	require.Equal(t, coord.StateCommitted, txn.State)
+	// The final write follows the answer (finals.go): its span ends after the request's.
+	require.NoError(t, c.WaitFinals(context.Background()))
 
 	spans := exp.GetSpans()
 	tr := treeOf(spans)

@@ -390,11 +390,16 @@ produce:
 		i = LOW(left);
 		if
 		:: atomic { LIVE -> finish_prepared(i, r == R_OK, h) }
+			/* finals.go: committed on both sides, answered before the final write */
+			if
+			:: atomic { LIVE && !h && r == R_OK -> assert(SC(i) && KC(i)); ans[i] = A_OK }
+			:: else
+			fi;
 			if
 			:: atomic { LIVE && CAS(i, L_PREPARED) ->
 				if
 				:: h -> row[i] = L_HMIXED; ans[i] = A_DOUBT
-				:: !h && r == R_OK -> row[i] = L_COMMITTED; assert(SC(i) && KC(i)); ans[i] = A_OK;
+				:: !h && r == R_OK -> row[i] = L_COMMITTED;
 #ifdef PROBE_SHARED_COMMIT
 					assert(m == BIT(i));
 #endif
@@ -405,7 +410,8 @@ produce:
 				:: !h && r != R_OK -> row[i] = L_ABORTED; ans[i] = A_ABORT
 				fi;
 				check(i) }
-			:: atomic { LIVE && !CAS(i, L_PREPARED) -> ans[i] = A_DOUBT; bad = 1 }
+			:: atomic { LIVE && !CAS(i, L_PREPARED) ->
+				if :: ans[i] == A_NONE -> ans[i] = A_DOUBT :: else fi; bad = 1 }
 			fi
 		:: atomic { LIVE && FAULT }
 			if

@@ -351,17 +351,24 @@ phase2:
 #ifdef M_RELEASE_BEFORE_FINAL
 	atomic { LIVE -> release(k, 1) }
 #endif
-	/* finishWith: the final log write, then Release (I1) */
+	/* finals.go: committed on both sides, the request is answered before its final write */
+	if
+	:: atomic { LIVE && !h && r == R_OK ->
+		assert(SC(g) && KC(g)); ans[g] = A_OK }   /* 200 means committed on both sides */
+	:: else
+	fi;
+	/* finishWith: the final log write, then Release (I1); the id and the in-flight mark are
+	   the write's until it ends */
 	if
 	:: atomic { LIVE && CAS(g, L_PREPARED) ->
 		if
 		:: h -> row[g] = L_HMIXED; ans[g] = A_DOUBT
-		:: !h && r == R_OK -> row[g] = L_COMMITTED;
-			assert(SC(g) && KC(g)); ans[g] = A_OK   /* 200 means committed on both sides */
+		:: !h && r == R_OK -> row[g] = L_COMMITTED
 		:: !h && r != R_OK -> row[g] = L_ABORTED; ans[g] = A_ABORT
 		fi;
 		release(k, 1); inflight[g] = 0; check(g) }
-	:: atomic { LIVE && !CAS(g, L_PREPARED) -> release(k, 0); ans[g] = A_DOUBT; inflight[g] = 0 }
+	:: atomic { LIVE && !CAS(g, L_PREPARED) -> release(k, 0);
+		if :: ans[g] == A_NONE -> ans[g] = A_DOUBT :: else fi; inflight[g] = 0 }
 	fi;
 	goto done;
 
@@ -418,11 +425,11 @@ proctype OnePhase() {
 	:: atomic { batch[g] == B_INFL && !fmark[g] -> batch[g] = B_DONE; sql[g] = S_COMMIT; marker[g] = 1; check(g) }
 		if
 		:: atomic { LIVE }
-			/* finishWith(committed) */
+			/* finishWith(committed), answered before the final write (finals.go) */
+			atomic { LIVE -> assert(SC(g)); ans[g] = A_OK }
 			if
-			:: atomic { LIVE && CAS(g, L_ACTIVE) -> row[g] = L_COMMITTED; assert(SC(g));
-				ans[g] = A_OK; inflight[g] = 0; check(g) }
-			:: atomic { LIVE && !CAS(g, L_ACTIVE) -> ans[g] = A_DOUBT; inflight[g] = 0 }
+			:: atomic { LIVE && CAS(g, L_ACTIVE) -> row[g] = L_COMMITTED; inflight[g] = 0; check(g) }
+			:: atomic { LIVE && !CAS(g, L_ACTIVE) -> inflight[g] = 0 }
 			fi;
 			goto done
 		:: atomic { LIVE && FAULT }; goto lost          /* COMMIT's answer lost */

@@ -493,6 +493,14 @@ proctype Request(byte g) {
 			fi
 		:: atomic { LIVE && FAULT }; goto p2lost               /* failed */
 		fi;
+		/* finals.go: committed on both sides, the members are answered before their final
+		   writes */
+		if
+		:: atomic { LIVE && !h ->
+			if :: gm & 1 -> ans[0] = A_OK :: else fi;
+			if :: gm & 2 -> ans[1] = A_OK :: else fi }
+		:: else
+		fi;
 		/* then the members logged committed, each its own compare-and-set */
 		left = gm;
 		do
@@ -503,13 +511,14 @@ proctype Request(byte g) {
 			:: atomic { LIVE && CAS(i, L_PREPARED) ->
 				if
 				:: h -> row[i] = L_HMIXED; ans[i] = A_DOUBT
-				:: else -> row[i] = L_COMMITTED; ans[i] = A_OK
+				:: else -> row[i] = L_COMMITTED
 				fi;
 				left = left & ~BIT(i) }
-			:: atomic { LIVE && !CAS(i, L_PREPARED) -> ans[i] = A_DOUBT; left = left & ~BIT(i) }
+			:: atomic { LIVE && !CAS(i, L_PREPARED) ->
+				if :: ans[i] == A_NONE -> ans[i] = A_DOUBT :: else fi; left = left & ~BIT(i) }
 			:: atomic { LIVE && FAULT ->                       /* the write's answer lost */
 				if :: CAS(i, L_PREPARED) && !h -> row[i] = L_COMMITTED :: true fi;
-				ans[i] = A_DOUBT; left = left & ~BIT(i) }
+				if :: ans[i] == A_NONE -> ans[i] = A_DOUBT :: else fi; left = left & ~BIT(i) }
 			fi
 		od;
 		atomic { LIVE -> members_done(gm, A_NONE); ginfl = 0 }

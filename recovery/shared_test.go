@@ -161,7 +161,7 @@ func TestSharedRegisteredFollowsMembers(t *testing.T) {
 	// The batch committed the shared transaction and logged one member committed; the other
 	// member's final write is still to come.
 	require.NoError(t, e.sql.CommitPrepared(ctx, "default", g))
-	done, err := e.log.CommittedBatch(ctx, ts[:1])
+	done, err := e.log.CommittedBatch(ctx, ts[:1], time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true}, done)
 	time.Sleep(5 * time.Millisecond) // past MarkerAge
@@ -170,7 +170,7 @@ func TestSharedRegisteredFollowsMembers(t *testing.T) {
 	assert.Zero(t, st.Markers, "a member is not final: the shared marker stays")
 	require.NoError(t, e.sql.CommitPrepared(ctx, "default", g), "the last member's idempotent commit still finds the marker")
 
-	_, err = e.log.CommittedBatch(ctx, ts[1:])
+	_, err = e.log.CommittedBatch(ctx, ts[1:], time.Time{})
 	require.NoError(t, err)
 	require.NoError(t, e.l.sweepMarkers(ctx, st))
 	assert.Equal(t, 1, st.Markers, "every member final: the marker goes")
@@ -188,7 +188,7 @@ func TestSharedLeftoverCommitted(t *testing.T) {
 	ctx := context.Background()
 	g, ts := e.prepare(t, "left", 3)
 	require.NoError(t, e.logPrepared(t, g, ts))
-	done, err := e.log.CommittedBatch(ctx, ts)
+	done, err := e.log.CommittedBatch(ctx, ts, time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true, true}, done)
 	require.NoError(t, e.l.orphans(ctx, &Stats{}))
@@ -206,7 +206,7 @@ func TestStrayOwnGIDOfSharedRowRolledBack(t *testing.T) {
 	g, ts := e.prepare(t, "stray", 2)
 	require.NoError(t, e.logPrepared(t, g, ts))
 	require.NoError(t, e.sql.CommitPrepared(ctx, "default", g))
-	_, err := e.log.CommittedBatch(ctx, ts)
+	_, err := e.log.CommittedBatch(ctx, ts, time.Time{})
 	require.NoError(t, err)
 	own := ts[0].GID + "@default"
 	_, err = e.sql.Run(ctx, "default", []coord.Statement{{Database: "default", Statement: "INSERT INTO orders VALUES ('copy')"}}, own, false, nil)

@@ -323,6 +323,13 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	// Commits already answered finish their final write (coord/finals.go); one cut off by the
+	// bound leaves its row to recovery.
+	fctx, fcancel := context.WithDeadline(context.Background(), deadline)
+	if err := s.Coord.WaitFinals(fctx); err != nil {
+		s.logger.Warn("final writes still pending at the shutdown bound; recovery completes them", "error", err)
+	}
+	fcancel()
 	select {
 	case <-s.recoveryDone():
 	case <-time.After(time.Until(deadline)):

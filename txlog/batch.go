@@ -57,7 +57,7 @@ func (l *Log) PreparedBatch(ctx context.Context, ts []*coord.Transaction, shared
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(batchUpdateSQL(coord.StateActive, coord.StatePrepared,
-		"$4::text[], $5::text[], $6::text[]", "recs, sql_gids, results", `
+		"$4::text[], $5::text[], $6::text[]", "recs, sql_gids, results", "now()", `
         transactional_id = $7, producer_id = $8, producer_epoch = $9, prepared_state = $10,
         kafka_records = x.recs::jsonb, sql_gids = x.sql_gids::jsonb, sql_results = x.results::jsonb,
         prepared_at = now()`, "prepared_at")+`
@@ -109,8 +109,9 @@ UNION ALL SELECT NULL, NULL, NULL WHERE `+refuseUnless("(SELECT count(*) FROM up
 // results were stored by PreparedBatch). Each row is its own compare-and-set on state
 // prepared, its owner and its epoch, as update: done[i] says whether ts[i] was written (and
 // updated); a row that moved on is left to its writer's own path. err != nil: the outcome of
-// every write is unknown.
-func (l *Log) CommittedBatch(ctx context.Context, ts []*coord.Transaction) (done []bool, err error) {
+// every write is unknown. at stamps every row's updated_at and finished_at (zero: now()): the
+// time the members' answers said, which went before this write (coord/finals.go).
+func (l *Log) CommittedBatch(ctx context.Context, ts []*coord.Transaction, at time.Time) (done []bool, err error) {
 	done = make([]bool, len(ts))
 	if len(ts) == 0 {
 		return done, nil
@@ -124,7 +125,8 @@ func (l *Log) CommittedBatch(ctx context.Context, ts []*coord.Transaction) (done
 		gids[i], owners[i], epochs[i] = t.GID, t.Owner, t.OwnerEpoch
 	}
 	rows, err := l.pool.Query(ctx, batchUpdateSQL(coord.StatePrepared, coord.StateCommitted, "", "",
-		"finished_at = now()", "finished_at"), gids, owners, epochs)
+		"COALESCE($4::timestamptz, now())", "finished_at = COALESCE($4::timestamptz, now())", "finished_at"),
+		gids, owners, epochs, stampArg(at))
 	if err == nil {
 		var stamps map[string][2]time.Time
 		if stamps, err = readStamps(rows); err == nil {
@@ -148,7 +150,7 @@ func (l *Log) CommittedBatch(ctx context.Context, ts []*coord.Transaction) (done
 // $1 are the gids; extraArrays are more unnest arguments (from $4) named extraNames, readable as
 // x.<name> in set. Each row changed gets its event; the statement returns gid, updated_at and
 // the stamp column.
-func batchUpdateSQL(from, to coord.State, extraArrays, extraNames, set, stamp string) string {
+func batchUpdateSQL(from, to coord.State, extraArrays, extraNames, updated, set, stamp string) string {
 	if extraArrays != "" {
 		extraArrays, extraNames = ", "+extraArrays, ", "+extraNames
 	}
@@ -157,7 +159,7 @@ WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]` + extraArrays + `)
         AS x(gid, owner, epoch` + extraNames + `)
 ), upd AS (
-    UPDATE coordinator_transactions t SET state = '` + string(to) + `', updated_at = now(), ` + set + `
+    UPDATE coordinator_transactions t SET state = '` + string(to) + `', updated_at = ` + updated + `, ` + set + `
     FROM input x
     WHERE t.gid = x.gid AND t.state = '` + string(from) + `' AND t.owner_instance = x.owner AND t.owner_epoch = x.epoch
       AND EXISTS (SELECT 1 FROM coordinator_instances i WHERE i.instance_id = x.owner AND i.epoch = x.epoch)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -75,7 +76,7 @@ func TestPreparedBatch(t *testing.T) {
 		require.NoError(t, l.PreparedBatch(ctx, ts, nil))
 		resolver := *ts[2]
 		require.NoError(t, l.Claim(ctx, &resolver, coord.Fence{Instance: "r", Epoch: er}, coord.StatePrepared))
-		done, err := l.CommittedBatch(ctx, ts)
+		done, err := l.CommittedBatch(ctx, ts, time.Time{})
 		require.NoError(t, err)
 		assert.Equal(t, []bool{true, true, false}, done, "the claimed row is left to its resolver")
 		assert.Equal(t, []coord.State{coord.StateCommitted, coord.StateCommitted, coord.StatePrepared}, states(t, ts))
@@ -84,6 +85,28 @@ func TestPreparedBatch(t *testing.T) {
 		events, err := l.Events(ctx, ts[0].GID)
 		require.NoError(t, err)
 		assert.Equal(t, coord.StateCommitted, events[len(events)-1].State)
+	})
+
+	// The stamp is the time the answers said, which went before the write (coord/finals.go):
+	// the stored rows, one and many, carry exactly it.
+	t.Run("committed with the answer's stamp", func(t *testing.T) {
+		ts := begin(t, "stamped", 3, ea)
+		require.NoError(t, l.PreparedBatch(ctx, ts, nil))
+		at := ts[0].UpdatedAt.Add(1500 * time.Microsecond).Truncate(time.Microsecond)
+		done, err := l.CommittedBatch(ctx, ts[:2], at)
+		require.NoError(t, err)
+		assert.Equal(t, []bool{true, true}, done)
+		single := at.Add(time.Microsecond)
+		require.NoError(t, l.Committed(ctx, ts[2], single))
+		for i, want := range []time.Time{at, at, single} {
+			got, err := l.Get(ctx, ts[i].ID)
+			require.NoError(t, err)
+			assert.Equal(t, coord.StateCommitted, got.State)
+			assert.True(t, want.Equal(got.UpdatedAt), "updated_at %v, want %v", got.UpdatedAt, want)
+			require.NotNil(t, got.FinishedAt)
+			assert.True(t, want.Equal(*got.FinishedAt), "finished_at %v, want %v", *got.FinishedAt, want)
+			assert.True(t, want.Equal(ts[i].UpdatedAt), "the caller's copy")
+		}
 	})
 
 	t.Run("one member claimed: nothing changes", func(t *testing.T) {

@@ -111,7 +111,7 @@ func (l *Log) Prepared(ctx context.Context, t *coord.Transaction) error {
 	if err != nil {
 		return err
 	}
-	return l.update(ctx, t, coord.StatePrepared, `
+	return l.update(ctx, t, coord.StatePrepared, "now()", `
     transactional_id = $4, producer_id = $5, producer_epoch = $6, prepared_state = $7,
     kafka_records = $8, sql_gids = $9, sql_results = $10, prepared_at = now()`,
 		tid, pid, epoch, pstate, recs, gids, results)
@@ -120,6 +120,16 @@ func (l *Log) Prepared(ctx context.Context, t *coord.Transaction) error {
 // Transition moves the transaction to state to, storing its SQL gids, results and error. The
 // row keeps what Prepared stored.
 func (l *Log) Transition(ctx context.Context, t *coord.Transaction, to coord.State) error {
+	return l.transition(ctx, t, to, time.Time{})
+}
+
+// Committed is Transition to committed, stamped at (zero: now()): the time the request's answer
+// said, which went before this write (coord/finals.go).
+func (l *Log) Committed(ctx context.Context, t *coord.Transaction, at time.Time) error {
+	return l.transition(ctx, t, coord.StateCommitted, at)
+}
+
+func (l *Log) transition(ctx context.Context, t *coord.Transaction, to coord.State, at time.Time) error {
 	var recs []coord.RecordOffset
 	if t.Kafka != nil {
 		recs = t.Kafka.Records
@@ -134,25 +144,33 @@ func (l *Log) Transition(ctx context.Context, t *coord.Transaction, to coord.Sta
 		ep, ec, em, es = &e.Participant, &class, &e.Message, nilIfEmpty(e.SQLState)
 	}
 	finished := to.Final()
-	return l.update(ctx, t, to, `
+	return l.update(ctx, t, to, "COALESCE($12::timestamptz, now())", `
     kafka_records = CASE WHEN $4::jsonb = '[]'::jsonb THEN kafka_records ELSE $4 END,
     sql_gids = $5, sql_results = $6, error_participant = $7, error_class = $8,
     error_message = $9, error_sqlstate = $10,
-    finished_at = CASE WHEN $11 THEN now() ELSE finished_at END`,
-		recsJSON, gids, results, ep, ec, em, es, finished)
+    finished_at = CASE WHEN $11 THEN COALESCE($12::timestamptz, now()) ELSE finished_at END`,
+		recsJSON, gids, results, ep, ec, em, es, finished, stampArg(at))
 }
 
-// update sets state and the extra assignments (parameters from $4) and appends the event, in
-// one statement. It is a compare-and-set on the state the caller last saw (t.State) and on the
+// stampArg is a stamp as a statement argument: NULL when zero (the server's now()).
+func stampArg(at time.Time) *time.Time {
+	if at.IsZero() {
+		return nil
+	}
+	return &at
+}
+
+// update sets state, updated_at (the expression stamp) and the extra assignments (parameters
+// from $4) and appends the event, in one statement. It is a compare-and-set on the state the caller last saw (t.State) and on the
 // row's owner (t.Owner at t.OwnerEpoch, which must still be that instance's epoch): a row that
 // moved on meanwhile, or that a resolver claimed (recovery racing a live request, a takeover, a
 // process that lost its lock), is not overwritten.
-func (l *Log) update(ctx context.Context, t *coord.Transaction, to coord.State, set string, args ...any) error {
+func (l *Log) update(ctx context.Context, t *coord.Transaction, to coord.State, stamp, set string, args ...any) error {
 	var updated, prepared, finished *time.Time
 	o, e := 4+len(args), 5+len(args)
 	err := l.queryRow(ctx, `
 WITH upd AS (
-    UPDATE coordinator_transactions SET state = $2, updated_at = now(), `+set+`
+    UPDATE coordinator_transactions SET state = $2, updated_at = `+stamp+`, `+set+`
     WHERE gid = $1 AND state = $3 AND owner_instance = $`+fmt.Sprint(o)+` AND owner_epoch = $`+fmt.Sprint(e)+`
       AND `+fenced(o, e)+`
     RETURNING gid, state, updated_at, prepared_at, finished_at, error_class, error_message
