@@ -57,8 +57,8 @@ func (e *env) postTraced(t *testing.T, traceparent string, body any) response {
 }
 
 // spansOfTrace waits until the trace's server span has ended (it ends after the answer is
-// written) and returns the trace's spans by name.
-func spansOfTrace(t *testing.T, exp *tracetest.InMemoryExporter, id trace.TraceID, server string) map[string][]tracetest.SpanStub {
+// written), and a span of each name in also, and returns the trace's spans by name.
+func spansOfTrace(t *testing.T, exp *tracetest.InMemoryExporter, id trace.TraceID, server string, also ...string) map[string][]tracetest.SpanStub {
 	t.Helper()
 	var out map[string][]tracetest.SpanStub
 	require.Eventually(t, func() bool {
@@ -68,8 +68,13 @@ func spansOfTrace(t *testing.T, exp *tracetest.InMemoryExporter, id trace.TraceI
 				out[s.Name] = append(out[s.Name], s)
 			}
 		}
+		for _, name := range also {
+			if len(out[name]) == 0 {
+				return false
+			}
+		}
 		return len(out[server]) == 1
-	}, 30*time.Second, 10*time.Millisecond, "the server span %q of trace %s", server, id)
+	}, 30*time.Second, 10*time.Millisecond, "the server span %q of trace %s (and %v)", server, id, also)
 	return out
 }
 
@@ -120,7 +125,8 @@ func TestTraceCommittedRequest(t *testing.T) {
 
 	in, err := trace.TraceIDFromHex("0af7651916cd43dd8448eb211c80319c")
 	require.NoError(t, err)
-	spans := spansOfTrace(t, exp, in, "POST /v1/transactions")
+	// The final write follows the answer (coord/finals.go): its span may end after the server's.
+	spans := spansOfTrace(t, exp, in, "POST /v1/transactions", coord.SpanLogFinal)
 	server := only(t, spans, "POST /v1/transactions")
 	assert.Equal(t, "b7ad6b7169203331", server.Parent.SpanID().String(), "the caller's span is the parent")
 	assert.True(t, server.Parent.IsRemote())
