@@ -24,11 +24,19 @@ import (
 //   - not registered: a tombstone is written first, which refuses a late prepared write of its
 //     batch, and only then is it rolled back (claim before act). When the tombstone finds a
 //     registration instead, the members decide.
+//
+// Every shared gid leaves prepared before anything is read, whatever happens next: a shared gid
+// has no log row of its own, so the plain rule ("no row: roll back") would roll back one whose
+// members are logged prepared, committed in Kafka (found by TestNetFaultPostgres: the
+// registrations' read failed on a cut connection, and the gid fell through to that rule).
 func (l *Loop) sharedOrphans(ctx context.Context, db string, prepared map[string]time.Duration, st *Stats) error {
+	ages := map[string]time.Duration{}
 	var gids []string
-	for g := range prepared {
+	for g, age := range prepared {
 		if coord.IsSharedGID(l.cfg.GIDPrefix, g) {
 			gids = append(gids, g)
+			ages[g] = age
+			delete(prepared, g)
 		}
 	}
 	if len(gids) == 0 {
@@ -36,12 +44,11 @@ func (l *Loop) sharedOrphans(ctx context.Context, db string, prepared map[string
 	}
 	regs, err := l.log.SharedGIDs(ctx, gids)
 	if err != nil {
-		return err
+		return fmt.Errorf("shared transactions on %s left as they are: %w", db, err)
 	}
 	var errs error
 	for _, g := range gids {
-		age := prepared[g]
-		delete(prepared, g)
+		age := ages[g]
 		if l.young(g, age) {
 			continue
 		}

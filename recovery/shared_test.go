@@ -246,3 +246,28 @@ func TestSharedInDoubtView(t *testing.T) {
 		assert.Equal(t, named, en.Postgres[0].GID)
 	}
 }
+
+// A registered shared transaction whose registration cannot be read (a cut connection, here a
+// registry that is not there) is left alone: it has no log row of its own, and the plain orphan
+// rule would roll it back while its members are logged prepared.
+func TestSharedGIDUnreadRegistryLeftAlone(t *testing.T) {
+	t.Parallel()
+	e := newSharedEnv(t)
+	ctx := context.Background()
+	g, ts := e.prepare(t, "unread", 2)
+	require.NoError(t, e.logPrepared(t, g, ts))
+
+	registry := e.schema + ".coordinator_shared_gids"
+	_, err := e.admin.Exec(ctx, "ALTER TABLE "+registry+" RENAME TO coordinator_shared_gids_away")
+	require.NoError(t, err)
+	st := &Stats{}
+	err = e.l.orphans(ctx, st)
+	_, rerr := e.admin.Exec(ctx, "ALTER TABLE "+e.schema+".coordinator_shared_gids_away RENAME TO coordinator_shared_gids")
+	require.NoError(t, rerr)
+	require.Error(t, err, "the registry could not be read")
+	assert.True(t, e.prepared(t, g), "its members are prepared: not an orphan")
+	assert.Zero(t, st.Orphans)
+
+	require.NoError(t, e.l.orphans(ctx, &Stats{}))
+	assert.True(t, e.prepared(t, g), "read again: the members decide")
+}
