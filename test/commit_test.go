@@ -3,6 +3,7 @@ package test
 import (
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -73,4 +74,39 @@ func TestIsolationLevelChosen(t *testing.T) {
 	assert.Equal(t, "serializable", rows[0].(map[string]any)["iso"], "%s", r.Raw)
 	assert.Equal(t, 1, countRows(t, e.db, "iso-1"))
 	assert.Equal(t, 1, e.committedWithKey("iso-1"), "its record committed once")
+}
+
+// A commit is answered before its final log write (coord/finals.go). Every read that follows
+// the answer on the instance that gave it, a GET and the same request sent again, must still say
+// committed, with the answer's stamps: under load (shared Kafka and SQL transactions), each
+// answer is read back at once.
+func TestCommittedAnswerReadBackAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	const clients, each = 16, 12
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for i := range each {
+				id := fmt.Sprintf("rb-%d-%d", c, i)
+				body := order(e, id, i)
+				r := e.postQuiet(body)
+				if r.Status != http.StatusOK {
+					t.Errorf("%s: status %d: %s", id, r.Status, r.Raw)
+					continue
+				}
+				got, err := e.send(http.MethodGet, "/v1/transactions/"+id, nil)
+				if assert.NoError(t, err) {
+					assert.Equal(t, "committed", got.str("state"), "%s: GET right after the answer", id)
+					assert.Equal(t, r.str("updated_at"), got.str("updated_at"), "%s: the answer's stamp is the row's", id)
+					assert.Equal(t, r.str("finished_at"), got.str("finished_at"), id)
+				}
+				again := e.postQuiet(body)
+				assert.Equal(t, http.StatusOK, again.Status, "%s: the same request again: %s", id, again.Raw)
+				assert.Equal(t, "committed", again.str("state"), id)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Empty(t, e.preparedLeft())
 }

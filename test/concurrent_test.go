@@ -82,6 +82,7 @@ func TestConcurrentMixed(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("%v/%v", m["partition"], m["offset"]), byKey[r.id][0], "%s: offset as reported", r.id)
 	}
 	assert.Empty(t, e.preparedLeft())
+	e.settled()
 	var states []string
 	rows, err := e.db.Query(ctx, "SELECT state || ':' || count(*) FROM coordinator_transactions GROUP BY state ORDER BY state")
 	require.NoError(t, err)

@@ -325,6 +325,16 @@ func (e *env) send(method, path string, body any) (response, error) {
 	return r, nil
 }
 
+// settled waits until the final writes of the commits this instance answered have ended
+// (coord/finals.go): a test that reads log rows straight from the table after a load calls it
+// first, as a GET on this instance would wait for the one row it reads.
+func (e *env) settled() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(e.t, e.svc.Coord.WaitFinals(ctx), "the final writes of answered commits")
+}
+
 func (e *env) post(body any) response {
 	e.t.Helper()
 	return e.do(http.MethodPost, "/v1/transactions", body)

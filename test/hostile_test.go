@@ -170,6 +170,8 @@ func TestClientCodeCannotReachOwnTables(t *testing.T) {
 	ctx := context.Background()
 	r := e.post(order(e, "before", 1))
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	// Its committed row may follow the answer (coord/finals.go); a GET here waits for it.
+	require.Equal(t, "committed", e.do(http.MethodGet, "/v1/transactions/before", nil).str("state"))
 	_, err := e.db.Exec(ctx, `CREATE FUNCTION scrub() RETURNS int LANGUAGE plpgsql AS $$
 BEGIN
   DELETE FROM coordinator_transactions;

@@ -61,9 +61,11 @@ func TestTwoDatabases(t *testing.T) {
 	assert.Empty(t, e.preparedLeft())
 }
 
-// assertEvents checks the audit trail of a transaction.
+// assertEvents checks the audit trail of a transaction. A commit's final write may follow its
+// answer (coord/finals.go); a GET on the instance that answered waits for it.
 func assertEvents(t *testing.T, e *env, id string, states ...string) {
 	t.Helper()
+	e.do(http.MethodGet, "/v1/transactions/"+id, nil)
 	rows, err := e.db.Query(context.Background(),
 		`SELECT e.state FROM coordinator_events e JOIN coordinator_transactions t ON t.gid = e.gid
 		 WHERE t.request_id = $1 ORDER BY e.id`, id)

@@ -114,6 +114,7 @@ END$$`)
 	wave("c", 24, "plain", "read_only", "plain", "search_path")
 	wave("d", 24, "plain", "writes_log", "plain", "search_path")
 	var notCommitted int
+	e.settled()
 	require.NoError(t, e.db.QueryRow(context.Background(), `SELECT count(*) FROM coordinator_transactions
 WHERE request_id LIKE 'nb-d-%' AND request_id IN (SELECT id FROM orders) AND state <> 'committed'`).Scan(&notCommitted))
 	assert.Zero(t, notCommitted, "a neighbour rewrote committed requests' log rows")
