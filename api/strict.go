@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/kpgtx/coordinator/coord"
 )
@@ -152,14 +153,14 @@ func (w walker) value(t reflect.Type, path string, depth int) error {
 			return invalidAt(path, "must be an object, not "+jsonKind(tok))
 		}
 		return w.object(path, depth, func(key string) (reflect.Type, string, error) {
-			f, ok := fieldByName(t, key)
+			ft, ok := fieldByName(t, key)
 			if !ok {
 				if exact, ok := fieldByFold(t, key); ok {
 					return nil, "", invalidAt(join(path, key), fmt.Sprintf("unknown field; field names are case-sensitive: did you mean %q?", exact))
 				}
 				return nil, "", invalidAt(join(path, key), "unknown field")
 			}
-			return f.Type, join(path, key), nil
+			return ft, join(path, key), nil
 		})
 	case reflect.Map:
 		if tok != json.Delim('{') {
@@ -173,7 +174,7 @@ func (w walker) value(t reflect.Type, path string, depth int) error {
 			return invalidAt(path, "must be an array, not "+jsonKind(tok))
 		}
 		for i := 0; w.dec.More(); i++ {
-			if err := w.value(t.Elem(), fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+			if err := w.value(t.Elem(), index(path, i), depth+1); err != nil {
 				return err
 			}
 		}
@@ -248,7 +249,7 @@ func (w walker) anyValue(tok json.Token, path string, depth int) error {
 		anyType := reflect.TypeFor[any]()
 		if v == '[' {
 			for i := 0; w.dec.More(); i++ {
-				if err := w.value(anyType, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+				if err := w.value(anyType, index(path, i), depth+1); err != nil {
 					return err
 				}
 			}
@@ -269,6 +270,9 @@ func checkString(path, s string) error {
 	return nil
 }
 
+// index is the path of element i of the array at path.
+func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
 func join(path, key string) string {
 	if path == "" {
 		return key
@@ -276,15 +280,28 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// fieldByName finds the struct field whose JSON name is exactly key.
-func fieldByName(t reflect.Type, key string) (reflect.StructField, bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if jsonName(f) == key {
-			return f, true
+// fieldTypes caches, per struct type, the type of each field by its JSON name: a request
+// walks the same few types every time, and looking fields up by reflection on every key was
+// most of checkJSON's cost.
+var fieldTypes sync.Map // reflect.Type → map[string]reflect.Type
+
+// fieldByName finds the type of the struct field whose JSON name is exactly key.
+func fieldByName(t reflect.Type, key string) (reflect.Type, bool) {
+	v, ok := fieldTypes.Load(t)
+	if !ok {
+		m := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if n := jsonName(f); n != "" {
+				if _, dup := m[n]; !dup { // the first field of a name, as before
+					m[n] = f.Type
+				}
+			}
 		}
+		v, _ = fieldTypes.LoadOrStore(t, m)
 	}
-	return reflect.StructField{}, false
+	ft, ok := v.(map[string]reflect.Type)[key]
+	return ft, ok
 }
 
 // fieldByFold finds the field that encoding/json would match without regard to case.
