@@ -367,7 +367,12 @@ func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []
 // (I4) and answers from the stored row when it moved on.
 func (c *Coordinator) finishShared(members []*member) {
 	ctx, cancel := context.WithTimeout(members[0].w.traced(context.Background()), c.cfg.FinishTimeout)
-	defer func() { cancel() }() // handed to the final write once it runs
+	handed := false // the final write, once it runs, owns ctx and cancels it
+	defer func() {
+		if !handed {
+			cancel()
+		}
+	}()
 	pctx, st := c.step(ctx, PhasePhase2, SpanPhase2)
 	ok := make([]bool, len(members))
 	gids := map[string][]string{}
@@ -429,8 +434,8 @@ func (c *Coordinator) finishShared(members []*member) {
 	}
 	c.cfg.Logger.Debug("shared transaction committed; its final write follows", "members", len(done))
 	// On a goroutine of its own: the leader is a member too, and its answer must not wait.
+	handed = true
 	go c.writeCommittedBatch(ctx, cancel, lctx, st, done, pending, at)
-	cancel = func() {} // the write's now
 }
 
 // writeCommittedBatch logs committed the members finishShared answered, in one write, and ends
