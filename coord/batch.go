@@ -362,17 +362,12 @@ func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []
 
 // finishShared is phase 2 of a committed batch, for all members at once: COMMIT PREPARED of
 // every member's gids in one round trip per database; every member whose gids all committed is
-// answered, and one write logging them committed follows (writeCommittedBatch, finals.go). A member left out (a gid that failed, a row that moved on, a
-// write whose answer was lost) finishes on its own path, which repeats both steps idempotently
-// (I4) and answers from the stored row when it moved on.
+// answered, and one write logging them committed follows (writeCommittedBatch, finals.go). A
+// member left out (a gid that failed) finishes on its own path, which repeats phase 2
+// idempotently (I4).
 func (c *Coordinator) finishShared(members []*member) {
 	ctx, cancel := context.WithTimeout(members[0].w.traced(context.Background()), c.cfg.FinishTimeout)
-	handed := false // the final write, once it runs, owns ctx and cancels it
-	defer func() {
-		if !handed {
-			cancel()
-		}
-	}()
+	defer cancel()
 	pctx, st := c.step(ctx, PhasePhase2, SpanPhase2)
 	ok := make([]bool, len(members))
 	gids := map[string][]string{}
@@ -425,7 +420,9 @@ func (c *Coordinator) finishShared(members []*member) {
 	// Committed on both sides: each such member is answered now, and the write logging them
 	// committed follows (finals.go); a member left out finishes on its own path.
 	at := finalStamp(ts...)
-	lctx, st := c.finalStep(ctx)
+	// The write's own bound, and its step started before the answers go (finalStep).
+	wctx, wcancel := context.WithTimeout(members[0].w.traced(context.Background()), c.cfg.FinishTimeout)
+	lctx, st := c.finalStep(wctx)
 	pending := make([]*pendingFinal, len(done))
 	for j, m := range done {
 		m.out.answer = committedAnswer(m.w, at)
@@ -434,15 +431,16 @@ func (c *Coordinator) finishShared(members []*member) {
 	}
 	c.cfg.Logger.Debug("shared transaction committed; its final write follows", "members", len(done))
 	// On a goroutine of its own: the leader is a member too, and its answer must not wait.
-	handed = true
-	go c.writeCommittedBatch(ctx, cancel, lctx, st, done, pending, at)
+	go func() {
+		defer wcancel()
+		c.writeCommittedBatch(wctx, lctx, st, done, pending, at)
+	}()
 }
 
 // writeCommittedBatch logs committed the members finishShared answered, in one write, and ends
 // their pending finals; a member the write left out writes its own row (writeCommitted).
-func (c *Coordinator) writeCommittedBatch(ctx context.Context, cancel context.CancelFunc, lctx context.Context, st step,
-	done []*member, pending []*pendingFinal, at time.Time) {
-	defer cancel()
+func (c *Coordinator) writeCommittedBatch(ctx, lctx context.Context, st step, done []*member,
+	pending []*pendingFinal, at time.Time) {
 	ts := make([]*Transaction, len(done))
 	for j, m := range done {
 		ts[j] = m.w.t

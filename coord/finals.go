@@ -117,7 +117,9 @@ func (c *Coordinator) writeCommitted(ctx context.Context, st step, w *work, at t
 	st.end(err)
 	switch {
 	case errors.Is(err, ErrMovedOn):
-		c.cfg.Logger.Warn("row claimed before its committed write; its resolver finds it committed",
+		// A resolver claimed it (and finds it committed), or an earlier copy of this write
+		// landed although its answer was lost (a batch's).
+		c.cfg.Logger.Warn("row moved on before its committed write; left to its resolver",
 			"gid", w.t.GID, "error", err)
 		c.quarantineID(w)
 	case err != nil:
