@@ -162,9 +162,10 @@ func stampArg(at time.Time) *time.Time {
 
 // update sets state, updated_at (the expression stamp) and the extra assignments (parameters
 // from $4) and appends the event, in one statement. It is a compare-and-set on the state the
-// caller last saw (t.State) and on the row's owner (t.Owner at t.OwnerEpoch, which must still be that instance's epoch): a row that
-// moved on meanwhile, or that a resolver claimed (recovery racing a live request, a takeover, a
-// process that lost its lock), is not overwritten.
+// caller last saw (t.State) and on the row's owner (t.Owner at t.OwnerEpoch, which must still
+// be that instance's epoch): a row that moved on meanwhile, or that a resolver claimed
+// (recovery racing a live request, a takeover, a process that lost its lock), is not
+// overwritten.
 func (l *Log) update(ctx context.Context, t *coord.Transaction, to coord.State, stamp, set string, args ...any) error {
 	var updated, prepared, finished *time.Time
 	o, e := 4+len(args), 5+len(args)
