@@ -56,13 +56,7 @@ func (l *Log) PreparedBatch(ctx context.Context, ts []*coord.Transaction, shared
 	// transaction, is not reused (pgxpool destroys it).
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(batchUpdateSQL(coord.StateActive, coord.StatePrepared,
-		"$4::text[], $5::text[], $6::text[]", "recs, sql_gids, results", "now()", `
-        transactional_id = $7, producer_id = $8, producer_epoch = $9, prepared_state = $10,
-        kafka_records = x.recs::jsonb, sql_gids = x.sql_gids::jsonb, sql_results = x.results::jsonb,
-        prepared_at = now()`, "prepared_at")+`
-UNION ALL SELECT NULL, NULL, NULL WHERE `+refuseUnless("(SELECT count(*) FROM upd) = cardinality($1::text[])")+` IS NULL`,
-		gids, owners, epochs, recs, sqlGIDs, results,
+	b.Queue(preparedBatchSQL, gids, owners, epochs, recs, sqlGIDs, results,
 		ids.TransactionalID, ids.ProducerID, ids.ProducerEpoch, ids.PreparedState)
 	if err := queueRegistrations(b, shared); err != nil {
 		return err
@@ -124,9 +118,7 @@ func (l *Log) CommittedBatch(ctx context.Context, ts []*coord.Transaction, at ti
 	for i, t := range ts {
 		gids[i], owners[i], epochs[i] = t.GID, t.Owner, t.OwnerEpoch
 	}
-	rows, err := l.pool.Query(ctx, batchUpdateSQL(coord.StatePrepared, coord.StateCommitted, "", "",
-		"COALESCE($4::timestamptz, now())", "finished_at = COALESCE($4::timestamptz, now())", "finished_at"),
-		gids, owners, epochs, stampArg(at))
+	rows, err := l.pool.Query(ctx, committedBatchSQL, gids, owners, epochs, stampArg(at))
 	if err == nil {
 		var stamps map[string][2]time.Time
 		if stamps, err = readStamps(rows); err == nil {
@@ -144,24 +136,46 @@ func (l *Log) CommittedBatch(ctx context.Context, ts []*coord.Transaction, at ti
 	return done, nil
 }
 
+// preparedBatchSQL moves the members of a shared Kafka transaction from active to prepared
+// ($1..$6 as batchUpdateSQL, $7..$10 the batch's Kafka ids), refusing itself unless every row
+// changed (PreparedBatch).
+var preparedBatchSQL = batchUpdateSQL(coord.StateActive, coord.StatePrepared,
+	"$4::text[], $5::text[], $6::text[]", "recs, sql_gids, results", "now()", `
+        transactional_id = $7, producer_id = $8, producer_epoch = $9, prepared_state = $10,
+        kafka_records = x.recs::jsonb, sql_gids = x.sql_gids::jsonb, sql_results = x.results::jsonb,
+        prepared_at = now()`, "prepared_at") + `
+UNION ALL SELECT NULL, NULL, NULL WHERE ` + refuseUnless("(SELECT count(*) FROM upd) = cardinality($1::text[])") + ` IS NULL`
+
+// committedBatchSQL moves prepared rows to committed, stamped $4 (NULL: now()) (CommittedBatch).
+var committedBatchSQL = batchUpdateSQL(coord.StatePrepared, coord.StateCommitted, "", "",
+	"COALESCE($4::timestamptz, now())", "finished_at = COALESCE($4::timestamptz, now())", "finished_at")
+
 // batchUpdateSQL is one statement moving many rows from one state to another, each row its own
 // compare-and-set, as update does for one: the row must be in state from and owned by its
 // writer ($2) at the epoch it started with ($3), which must still be that instance's (fencing).
 // $1 are the gids; extraArrays are more unnest arguments (from $4) named extraNames, readable as
 // x.<name> in set. Each row changed gets its event; the statement returns gid, updated_at and
 // the stamp column.
+//
+// Each row is reached by its primary key, whatever the table's statistics say: the state the
+// rows must be in comes from the materialized input (x.from_state), not as a constant, so the
+// planner cannot scan the indexes on state instead. Those indexes keep an entry for every row
+// version that was ever active or prepared until a vacuum removes it; with a constant, a plan
+// made on statistics that saw few prepared rows scanned them all, and every batch write grew
+// with the rows written since the last vacuum (TestBatchUpdateReachesRowsByKey).
 func batchUpdateSQL(from, to coord.State, extraArrays, extraNames, updated, set, stamp string) string {
 	if extraArrays != "" {
 		extraArrays, extraNames = ", "+extraArrays, ", "+extraNames
 	}
 	return `
-WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]` + extraArrays + `)
+WITH input AS MATERIALIZED (
+    SELECT x.*, '` + string(from) + `'::text AS from_state
+    FROM unnest($1::text[], $2::text[], $3::bigint[]` + extraArrays + `)
         AS x(gid, owner, epoch` + extraNames + `)
 ), upd AS (
     UPDATE coordinator_transactions t SET state = '` + string(to) + `', updated_at = ` + updated + `, ` + set + `
     FROM input x
-    WHERE t.gid = x.gid AND t.state = '` + string(from) + `' AND t.owner_instance = x.owner AND t.owner_epoch = x.epoch
+    WHERE t.gid = x.gid AND t.state = x.from_state AND t.owner_instance = x.owner AND t.owner_epoch = x.epoch
       AND EXISTS (SELECT 1 FROM coordinator_instances i WHERE i.instance_id = x.owner AND i.epoch = x.epoch)
     RETURNING t.gid, t.updated_at, t.` + stamp + `
 ), ev AS (

@@ -1,0 +1,135 @@
+package txlog_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txlog"
+)
+
+// The batch writes reach each row by its primary key, whatever the statistics say. The table
+// is analyzed while few rows are prepared, then many rows pass through active and prepared
+// without a vacuum, as under load: every one of them leaves entries in the indexes on state.
+// A plan that scans those indexes reads all of them at every write; it did, with the state a
+// constant in the statement, and a batch write grew with every row written since the last
+// vacuum. Both the plan made for the arguments and the generic plan are checked.
+func TestBatchUpdateReachesRowsByKey(t *testing.T) {
+	t.Parallel()
+	l, pool := newLog(t)
+	ctx := context.Background()
+	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
+	require.NoError(t, err)
+	ids := coord.KafkaIDs{TransactionalID: "tx-plan", ProducerID: 7, ProducerEpoch: 1}
+
+	next := 0
+	begin := func(n int) []*coord.Transaction {
+		t.Helper()
+		ts := make([]*coord.Transaction, n)
+		for i := range ts {
+			next++
+			live, created, err := l.Begin(ctx, row(fmt.Sprintf("plan%d", next), epoch))
+			require.NoError(t, err)
+			require.True(t, created)
+			live.Kafka = &coord.KafkaState{KafkaIDs: ids, PreparedState: ids.PreparedState()}
+			ts[i] = live
+		}
+		return ts
+	}
+	finish := func(ts []*coord.Transaction) {
+		t.Helper()
+		require.NoError(t, l.PreparedBatch(ctx, ts, nil))
+		done, err := l.CommittedBatch(ctx, ts, time.Time{})
+		require.NoError(t, err)
+		require.NotContains(t, done, false)
+	}
+
+	// Statistics that saw 200 committed rows and 3 prepared.
+	finish(begin(200))
+	prepared := begin(3)
+	require.NoError(t, l.PreparedBatch(ctx, prepared, nil))
+	_, err = pool.Exec(ctx, "ANALYZE coordinator_transactions")
+	require.NoError(t, err)
+	// Then 600 rows through active, prepared and committed, and a few left active.
+	for range 20 {
+		finish(begin(30))
+	}
+	active := begin(3)
+
+	gidsOf := func(ts []*coord.Transaction) []string {
+		out := make([]string, len(ts))
+		for i, tr := range ts {
+			out[i] = tr.GID
+		}
+		return out
+	}
+	owners, epochs := []string{"a", "a", "a"}, []int64{epoch, epoch, epoch}
+	empty := []string{"[]", "[]", "[]"}
+	cases := []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"committed batch", txlog.CommittedBatchSQL, []any{gidsOf(prepared), owners, epochs, nil}},
+		{"prepared batch", txlog.PreparedBatchSQL, []any{gidsOf(active), owners, epochs, empty, empty, empty,
+			ids.TransactionalID, ids.ProducerID, ids.ProducerEpoch, ids.PreparedState()}},
+	}
+	for _, c := range cases {
+		for _, mode := range []string{"auto", "force_generic_plan"} {
+			t.Run(c.name+"/"+mode, func(t *testing.T) {
+				scans := planScans(t, pool, mode, c.sql, c.args)
+				require.NotEmpty(t, scans, "the plan reads coordinator_transactions")
+				for _, s := range scans {
+					assert.Equal(t, "Index Scan coordinator_transactions_pkey", s, "every read of the log's rows")
+				}
+			})
+		}
+	}
+}
+
+// planScans explains sql with args under plan_cache_mode mode and returns every plan node that
+// reads coordinator_transactions, as "<node type> <index name>".
+func planScans(t *testing.T, pool *pgxpool.Pool, mode, sql string, args []any) []string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "SET plan_cache_mode = "+mode)
+	require.NoError(t, err)
+	defer conn.Exec(ctx, "RESET plan_cache_mode") //nolint:errcheck // the connection is released after
+	var raw []byte
+	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&raw))
+	var plans []struct {
+		Plan planNode `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &plans))
+	require.Len(t, plans, 1)
+	var out []string
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		if n.Relation == "coordinator_transactions" && n.Type != "ModifyTable" {
+			out = append(out, n.Type+" "+n.Index)
+		}
+		for _, p := range n.Plans {
+			walk(p)
+		}
+	}
+	walk(plans[0].Plan)
+	return out
+}
+
+// planNode is the part of a JSON plan node that planScans reads.
+type planNode struct {
+	Type     string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Index    string     `json:"Index Name"`
+	Plans    []planNode `json:"Plans"`
+}
