@@ -188,7 +188,7 @@ func TestReadyz(t *testing.T) {
 	require.NoError(t, err, "%s", r.Raw)
 	assert.Positive(t, mpt)
 	assert.Equal(t, r.str("checks", "migrations", "latest"), r.str("checks", "migrations", "version"))
-	assert.Equal(t, "5", r.str("checks", "migrations", "latest"), "the embedded migrations go up to 000005")
+	assert.Equal(t, "6", r.str("checks", "migrations", "latest"), "the embedded migrations go up to 000006")
 	assert.Equal(t, e.cfg.Instance, r.str("checks", "ownership", "instance"))
 	assert.NotEqual(t, "0", r.str("checks", "ownership", "epoch"), "the instance lock gave it an epoch")
 	tv, err := strconv.Atoi(r.str("checks", "kafka", "transaction_version"))

@@ -154,8 +154,9 @@ var committedBatchSQL = batchUpdateSQL(coord.StatePrepared, coord.StateCommitted
 // compare-and-set, as update does for one: the row must be in state from and owned by its
 // writer ($2) at the epoch it started with ($3), which must still be that instance's (fencing).
 // $1 are the gids; extraArrays are more unnest arguments (from $4) named extraNames, readable as
-// x.<name> in set. Each row changed gets its event; the statement returns gid, updated_at and
-// the stamp column.
+// x.<name> in set. Each row changed gets its event, unless its history derives it from the
+// row's stamps (derived_events, Events: to is prepared or committed); the statement returns
+// gid, updated_at and the stamp column.
 //
 // Each row is reached by its primary key, whatever the table's statistics say: the state the
 // rows must be in comes from the materialized input (x.from_state), not as a constant, so the
@@ -177,9 +178,9 @@ WITH input AS MATERIALIZED (
     FROM input x
     WHERE t.gid = x.gid AND t.state = x.from_state AND t.owner_instance = x.owner AND t.owner_epoch = x.epoch
       AND EXISTS (SELECT 1 FROM coordinator_instances i WHERE i.instance_id = x.owner AND i.epoch = x.epoch)
-    RETURNING t.gid, t.updated_at, t.` + stamp + `
+    RETURNING t.gid, t.updated_at, t.` + stamp + `, t.derived_events
 ), ev AS (
-    INSERT INTO coordinator_events (gid, state) SELECT gid, '` + string(to) + `' FROM upd
+    INSERT INTO coordinator_events (gid, state) SELECT gid, '` + string(to) + `' FROM upd WHERE NOT derived_events
 )
 SELECT gid, updated_at, ` + stamp + ` FROM upd`
 }

@@ -19,7 +19,8 @@ type beginRow struct {
 	onePhase                 bool
 }
 
-// beginSQL inserts many rows in one statement ($1..$7: beginRow's fields, as arrays), each
+// beginSQL inserts many rows in one statement, with no event: a new row's history starts at its
+// created_at (derived_events, Events) ($1..$7: beginRow's fields, as arrays), each
 // fenced on its own owner's epoch (the instance must still hold it). A row whose request id (or
 // gid) exists is not inserted and not returned: Begin then tries resetSQL.
 //
@@ -43,8 +44,6 @@ WITH x AS (
     ORDER BY request_id -- every flush takes the keys in one order: two instances never deadlock on them
     ON CONFLICT DO NOTHING
     RETURNING ` + columns + `
-), ev AS (
-    INSERT INTO coordinator_events (gid, state) SELECT gid, 'active' FROM ins
 )
 SELECT ` + columns + ` FROM ins`
 
@@ -52,22 +51,29 @@ SELECT ` + columns + ` FROM ins`
 // digest ($1 request id, $2 digest, $3 instance, $4 SQL gids, $5 epoch, $6 one-phase, fenced
 // like beginSQL): the API told the caller that retrying is safe, and its participants
 // were all rolled back. It is a compare-and-set on that state: of two racing resets, the second
-// finds the row active and changes nothing.
+// finds the row active and changes nothing. The new attempt has no prepared_at yet: the earlier
+// attempt's, which its derived history showed (Events), is stored as an event of its own.
 var resetSQL = `
-WITH upd AS (
+WITH old AS (
+    SELECT gid AS old_gid, prepared_at AS old_prepared FROM coordinator_transactions WHERE request_id = $1
+), upd AS (
     UPDATE coordinator_transactions
-    SET state = 'active', instance_id = $3, updated_at = now(),
+    SET state = 'active', instance_id = $3, updated_at = now(), prepared_at = NULL,
         owner_instance = $3, owner_epoch = $5, one_phase = $6,
         error_participant = NULL, error_class = NULL, error_message = NULL,
         error_sqlstate = NULL, finished_at = NULL, sql_results = '[]', kafka_records = '[]',
         transactional_id = NULL, producer_id = NULL, producer_epoch = NULL,
         prepared_state = NULL, sql_gids = $4::jsonb, attempts = 0,
         next_attempt_at = now(), last_error = NULL
-    WHERE request_id = $1 AND state = 'aborted' AND error_class = 'retriable'
+    FROM old
+    WHERE gid = old_gid AND request_id = $1 AND state = 'aborted' AND error_class = 'retriable'
       AND request_digest = $2 AND ` + fenced(3, 5) + `
-    RETURNING ` + columns + `
+    RETURNING ` + columns + `, old_prepared, derived_events
 ), ev AS (
-    INSERT INTO coordinator_events (gid, state) SELECT gid, 'active' FROM upd
+    INSERT INTO coordinator_events (gid, state, created_at)
+    SELECT gid, 'prepared', old_prepared FROM upd WHERE derived_events AND old_prepared IS NOT NULL
+    UNION ALL
+    SELECT gid, 'active', now() FROM upd
 )
 SELECT ` + columns + ` FROM upd`
 

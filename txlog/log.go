@@ -174,12 +174,13 @@ WITH upd AS (
     UPDATE coordinator_transactions SET state = $2, updated_at = `+stamp+`, `+set+`
     WHERE gid = $1 AND state = $3 AND owner_instance = $`+fmt.Sprint(o)+` AND owner_epoch = $`+fmt.Sprint(e)+`
       AND `+fenced(o, e)+`
-    RETURNING gid, state, updated_at, prepared_at, finished_at, error_class, error_message
+    RETURNING gid, state, updated_at, prepared_at, finished_at, error_class, error_message, derived_events
 ), ev AS (
-    INSERT INTO coordinator_events (gid, state, detail)
+    INSERT INTO coordinator_events (gid, state, detail, created_at)
     SELECT gid, state, CASE WHEN error_class IS NULL THEN NULL
-        ELSE jsonb_build_object('class', error_class, 'message', error_message) END
+        ELSE jsonb_build_object('class', error_class, 'message', error_message) END, updated_at
     FROM upd
+    WHERE NOT (derived_events AND state IN ('prepared', 'committed') AND error_class IS NULL)
 )
 SELECT updated_at, prepared_at, finished_at FROM upd`,
 		append(append([]any{t.GID, string(to), string(t.State)}, args...), t.Owner, t.OwnerEpoch), func(row pgx.Row) error {
@@ -214,9 +215,34 @@ func (l *Log) getBy(ctx context.Context, column, value string) (*coord.Transacti
 	return t, nil
 }
 
-// Events returns the transaction's state history, oldest first.
+// eventsSQL is a transaction's history ($1 its gid): the stored events and, for a row with
+// derived_events, the normal path's steps read from the row's stamps, which the writes of those
+// steps no longer store (migration 000006): active at created_at, prepared at prepared_at,
+// committed at finished_at. A step is derived only when no stored event of that state carries
+// the same stamp (the history of a row written before, or an operator's decision that is itself
+// stored with its detail). Oldest first; at one instant, active first and committed last.
+const eventsSQL = `
+WITH t AS (
+    SELECT gid, state, created_at, prepared_at, finished_at FROM coordinator_transactions
+    WHERE gid = $1 AND derived_events
+), e AS (
+    SELECT id, state, detail, created_at FROM coordinator_events WHERE gid = $1
+), derived AS (
+    SELECT 'active' AS state, created_at, 0 AS rank FROM t
+    UNION ALL SELECT 'prepared', prepared_at, 0 FROM t WHERE prepared_at IS NOT NULL
+    UNION ALL SELECT 'committed', finished_at, 2 FROM t WHERE state = 'committed' AND finished_at IS NOT NULL
+)
+SELECT state, detail, created_at FROM (
+    SELECT state, detail, created_at, 1 AS rank, id FROM e
+    UNION ALL
+    SELECT d.state, NULL, d.created_at, d.rank, 0 FROM derived d
+    WHERE NOT EXISTS (SELECT 1 FROM e WHERE e.state = d.state AND e.created_at = d.created_at)
+) h
+ORDER BY created_at, rank, id`
+
+// Events returns the transaction's state history, oldest first (eventsSQL).
 func (l *Log) Events(ctx context.Context, gid string) ([]coord.Event, error) {
-	rows, err := l.pool.Query(ctx, `SELECT state, detail, created_at FROM coordinator_events WHERE gid = $1 ORDER BY id`, gid)
+	rows, err := l.pool.Query(ctx, eventsSQL, gid)
 	if err != nil {
 		return nil, fmt.Errorf("txlog: events of %s: %w", gid, err)
 	}
