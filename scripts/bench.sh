@@ -77,4 +77,13 @@ if [ -n "$profile" ] && [ -s "$profile" ]; then
   go tool pprof -top -nodecount=35 "$profile" 2>/dev/null | sed -n "1,45p"
 fi
 
+# Extra arguments that choose benchmarks (-bench) are the throughput run's: passed here too they
+# would replace BenchmarkRecovery with a one-iteration throughput run.
+for a in "$@"; do
+  case "$a" in
+    -bench|-bench=*|--bench|--bench=*)
+      echo "(-bench given: BenchmarkRecovery skipped; run scripts/bench.sh without -bench for it)" >&2
+      exit 0 ;;
+  esac
+done
 env -u TEST_KAFKA go test ./test -run '^$' -bench 'BenchmarkRecovery' -benchtime 1x -timeout 30m "$@"
