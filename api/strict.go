@@ -39,6 +39,9 @@ import (
 // legitimate path is sql[i].args[j]).
 const maxDepth = 32
 
+// jsonSpace is JSON's white space (RFC 8259, section 2).
+const jsonSpace = " \t\n\r"
+
 // errUnsupportedMediaType: the body is not declared as JSON (415); nothing was run.
 var errUnsupportedMediaType = errors.New("unsupported media type")
 
@@ -55,7 +58,9 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any, optiona
 	if err != nil {
 		return false, decodeError(err, s.cfg.MaxBodyBytes)
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	// Only JSON's own white space makes a body empty: a vertical tab or a form feed (white space
+	// to Go, not to JSON) is a malformed body, refused below.
+	if len(bytes.Trim(body, jsonSpace)) == 0 {
 		if optional {
 			return true, nil
 		}
