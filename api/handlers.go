@@ -17,6 +17,7 @@ import (
 	"unicode"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-json-experiment/json/jsontext"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kpgtx/coordinator/coord"
@@ -197,6 +198,7 @@ func decodeError(err error, limit int64) error {
 	var tooLarge *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
+	var tokenErr *jsontext.SyntacticError
 	switch {
 	case errors.As(err, &tooLarge):
 		return fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, limit)
@@ -212,6 +214,12 @@ func decodeError(err error, limit int64) error {
 		return &coord.InvalidError{Field: "body", Reason: "empty body: expected a JSON object"}
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return &coord.InvalidError{Field: "body", Reason: "malformed JSON: unexpected end"}
+	case errors.As(err, &tokenErr): // from the strict walk (checkJSON)
+		reason := "syntax error"
+		if tokenErr.Err != nil {
+			reason = tokenErr.Err.Error()
+		}
+		return &coord.InvalidError{Field: "body", Reason: fmt.Sprintf("malformed JSON at byte %d: %s", tokenErr.ByteOffset, reason)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return &coord.InvalidError{Field: strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), Reason: "unknown field"}
 	}

@@ -1,0 +1,96 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// checkJSON's answers at the level of the tokenizer: malformed and truncated bodies, trailing
+// data, and what stays accepted (invalid UTF-8, which encoding/json replaces; escapes; white
+// space). test.TestStrictDecoding covers the field rules through the API.
+func TestCheckJSON(t *testing.T) {
+	t.Parallel()
+	typ := reflect.TypeFor[transactionRequest]()
+	cases := []struct {
+		name   string
+		body   string
+		field  string // "" when accepted
+		reason string // a part of the reason
+	}{
+		{"the bench body", benchBody, "", ""},
+		{"white space around", " \n\t{ \"id\" : \"a\" }\r\n", "", ""},
+		{"escaped characters", `{"id":"a\"b\\c\u00e9\ud83d\ude00"}`, "", ""},
+		{"invalid UTF-8 in a string", "{\"id\":\"a\xffb\"}", "", ""},
+		{"numbers of every form as arguments", `{"sql":[{"statement":"SELECT 1","args":[0,-1,1.5,1e3,-2.5E-3,null,true,{"a":[1]}]}]}`, "", ""},
+		{"truncated", `{"sql": [`, "body", "unexpected end"},
+		{"truncated in a string", `{"id":"ab`, "body", "unexpected end"},
+		{"trailing comma", `{"id":"a",}`, "body", "malformed JSON at byte"},
+		{"missing colon", `{"id" "a"}`, "body", "malformed JSON at byte"},
+		{"single quotes", `{'id':'a'}`, "body", "malformed JSON at byte"},
+		{"a leading zero", `{"timeout_ms":0100}`, "body", "malformed JSON at byte"},
+		{"a raw control character", "{\"id\":\"a\x01\"}", "body", "malformed JSON at byte"},
+		{"a bad escape", `{"id":"a\x"}`, "body", "malformed JSON at byte"},
+		{"trailing data", `{"id":"a"} {}`, "body", "unexpected data after"},
+		{"trailing garbage", `{"id":"a"}x`, "body", "unexpected data after"},
+		{"not an object", `[1]`, "body", "must be an object, not an array"},
+		{"a string for a list", `{"sql":"SELECT 1"}`, "sql", "must be an array, not a string"},
+		{"a boolean for a string", `{"id":true}`, "id", "must be a string, not a boolean"},
+		{"a number with an exponent for an integer", `{"timeout_ms":1e3}`, "timeout_ms", "without fraction or exponent"},
+		{"an escaped NUL in a key", `{"sql":[{"statement":"SELECT 1","args":[{"a\u0000":1}]}]}`, "sql[0].args[0]", "NUL"},
+		{"an escaped NUL in an argument", `{"sql":[{"statement":"SELECT 1","args":["\u0000"]}]}`, "sql[0].args[0]", "NUL"},
+		{"a duplicate key in an argument", `{"sql":[{"statement":"SELECT 1","args":[{"a":1,"a":2}]}]}`, `sql[0].args[0]["a"]`, "duplicate key"},
+		{"an escaped duplicate key", `{"id":"a","\u0069d":"b"}`, "id", "duplicate key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := checkJSON([]byte(tc.body), typ)
+			if tc.field == "" {
+				require.NoError(t, err)
+				var v transactionRequest
+				dec := json.NewDecoder(bytes.NewReader([]byte(tc.body)))
+				dec.UseNumber()
+				require.NoError(t, dec.Decode(&v), "what the walk accepts, encoding/json decodes")
+				return
+			}
+			var inv *coord.InvalidError
+			require.True(t, errors.As(err, &inv), "%v", err)
+			assert.Equal(t, tc.field, inv.Field)
+			assert.Contains(t, inv.Reason, tc.reason)
+		})
+	}
+}
+
+// FuzzCheckJSON: the walk accepts only what encoding/json accepts as one JSON value (it is the
+// stricter of the two), and it never panics.
+func FuzzCheckJSON(f *testing.F) {
+	for _, s := range []string{benchBody, `{"id":"a"}`, `{"sql":[{"statement":"x","args":[1,"2",null,[{}]]}]}`,
+		`{"kafka":[{"topic":"t","headers":{"a":"b"},"partition":3}]}`, `{"id":"a"} `, `{"timeout_ms":5000}`} {
+		f.Add([]byte(s))
+	}
+	typ := reflect.TypeFor[transactionRequest]()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if checkJSON(body, typ) != nil {
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("the walk accepted what is not JSON: %q", body)
+		}
+		var v transactionRequest
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&v); err != nil && !strings.Contains(err.Error(), "invalid UTF-8") {
+			t.Fatalf("the walk accepted %q, encoding/json refused it: %v", body, err)
+		}
+	})
+}
