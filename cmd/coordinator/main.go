@@ -27,6 +27,7 @@ const (
 )
 
 func main() {
+	tuneGC(os.Getenv)
 	// The first SIGINT/SIGTERM starts a graceful shutdown; once it is under way the default
 	// handling is restored, so a second one ends the process at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
