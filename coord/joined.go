@@ -16,12 +16,27 @@ import (
 //     Begin did not give it a fresh row; such a member answers from its Begin (a stored row, an
 //     id conflict, the log unavailable), exactly as it would have before joining.
 
+type joinedKey struct{}
+
+// JoinedBegin reports whether ctx is the Begin of a request that joined its batch while its row
+// is logged: the leader waits for it only once the batch holds a slot, so the log may hold it
+// briefly to share a flush with the Begins that arrive with it (txlog's group commit).
+func JoinedBegin(ctx context.Context) bool {
+	v, _ := ctx.Value(joinedKey{}).(bool)
+	return v
+}
+
+// WithJoinedBegin marks ctx as a joined request's Begin (JoinedBegin).
+func WithJoinedBegin(ctx context.Context) context.Context {
+	return context.WithValue(ctx, joinedKey{}, true)
+}
+
 // runJoined runs a request that shares its batch's SQL transaction, joining the batch while its
 // row is logged. ran: the row was fresh and the request ran (its outcome counts).
 func (c *Coordinator) runJoined(ctx context.Context, w *work, budget time.Duration) (t *Transaction, ran bool, err error) {
 	m := &member{ctx: ctx, w: w, done: make(chan struct{}), sqlShared: true, begun: make(chan struct{})}
 	go func() {
-		m.begin = c.begin(ctx, w, budget)
+		m.begin = c.begin(WithJoinedBegin(ctx), w, budget)
 		close(m.begun)
 	}()
 	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)

@@ -37,6 +37,12 @@ type groupCommit struct {
 	pending atomic.Int32
 	// separate: a flush sends each Begin as its own statement (a benchmark's baseline).
 	separate bool
+	// inflight counts the flushes under way (a writer's, or a caller's alone); ended gets a
+	// token when one ends (gather).
+	inflight atomic.Int32
+	ended    chan struct{}
+	// hold is gatherWait (tests set another).
+	hold time.Duration
 }
 
 type write struct {
@@ -50,8 +56,15 @@ type write struct {
 // writers is how many batches may be in flight at once: one commits while the next fills.
 const writers = 2
 
+// gatherWait bounds how long a writer that took a write while another flush is under way waits
+// for that flush to end, gathering the writes that arrive meanwhile (gather). It is about one
+// flush on a quiet server: long enough to take in a burst, short enough that a flush stuck on a
+// lock (up to LockTimeout) holds the other writer's writes no longer than this.
+const gatherWait = 2 * time.Millisecond
+
 func newGroupCommit(pool *pgxpool.Pool, obs Observer) *groupCommit {
-	g := &groupCommit{pool: pool, reqs: make(chan *write), maxBatch: 256, closed: make(chan struct{}), obs: obs}
+	g := &groupCommit{pool: pool, reqs: make(chan *write), maxBatch: 256, closed: make(chan struct{}), obs: obs,
+		ended: make(chan struct{}, 1), hold: gatherWait}
 	for range writers {
 		g.wg.Add(1)
 		go g.loop()
@@ -96,6 +109,8 @@ func (g *groupCommit) alone(ctx context.Context, sql string, args []any, scan fu
 	// that stopped answering must not hold the caller for ever.
 	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	defer cancel()
+	g.inflight.Add(1)
+	defer g.flushEnded()
 	start := time.Now()
 	err := retried(func() error { return scan(g.pool.QueryRow(ctx, sql, args...)) })
 	if g.obs != nil {
@@ -116,7 +131,7 @@ func (g *groupCommit) loop() {
 		case <-g.closed:
 			return
 		}
-		batch := []*write{first}
+		batch := g.gather([]*write{first})
 	fill:
 		for len(batch) < g.maxBatch {
 			select {
@@ -126,7 +141,54 @@ func (g *groupCommit) loop() {
 				break fill
 			}
 		}
+		g.inflight.Add(1)
 		g.flush(batch)
+		g.flushEnded()
+	}
+}
+
+// gather holds a batch whose first write is a patient Begin (its request waits for its batch
+// meanwhile, coord.JoinedBegin) and arrived while another flush is under way, until that flush
+// ends (or gatherWait passes), taking in the writes that arrive meanwhile. Requests come in
+// bursts (a shared transaction answers its members at once, and they send their next requests
+// together): without it the burst's first Begin went alone, the next two each took a writer
+// alone, and only the rest shared a flush, so that half the flushes at c=16 carried one write,
+// each its own round trip, statement and WAL flush. Any other write is not held: a lone
+// request's Begin, which often meets its predecessor's final write under way, is on its path.
+func (g *groupCommit) gather(batch []*write) []*write {
+	if b := batch[0].begin; b == nil || !b.patient || g.inflight.Load() == 0 {
+		return batch
+	}
+	select { // a token left by a flush that ended before this one began says nothing now
+	case <-g.ended:
+	default:
+	}
+	if g.inflight.Load() == 0 {
+		return batch
+	}
+	timer := time.NewTimer(g.hold)
+	defer timer.Stop()
+	for len(batch) < g.maxBatch {
+		select {
+		case w := <-g.reqs:
+			batch = append(batch, w)
+		case <-g.ended:
+			return batch
+		case <-timer.C:
+			return batch
+		case <-g.closed:
+			return batch
+		}
+	}
+	return batch
+}
+
+// flushEnded ends a flush counted in inflight and tells a gathering writer.
+func (g *groupCommit) flushEnded() {
+	g.inflight.Add(-1)
+	select {
+	case g.ended <- struct{}{}:
+	default:
 	}
 }
 

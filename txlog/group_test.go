@@ -332,3 +332,65 @@ func TestGroupCommitTwoInstancesSameIDs(t *testing.T) {
 		}
 	}
 }
+
+// The Begins of a burst that meets a flush under way share flushes when their requests wait
+// for their batch meanwhile (coord.JoinedBegin): the writers hold them until that flush ends.
+// Other writes are not held. And a flush stuck in the database holds the patient Begins no
+// longer than the gather bound: they commit while it is still under way.
+func TestGroupCommitGathersJoinedBegins(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	burst := func(t *testing.T, l *txlog.Log, epoch int64, prefix string, patient bool) {
+		t.Helper()
+		bctx := ctx
+		if patient {
+			bctx = coord.WithJoinedBegin(ctx)
+		}
+		var wg sync.WaitGroup
+		for i := range 24 {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * time.Millisecond) // a burst, as requests arrive
+				_, created, err := l.Begin(bctx, row(fmt.Sprintf("%s-%d", prefix, i), epoch))
+				assert.NoError(t, err)
+				assert.True(t, created)
+			})
+		}
+		wg.Wait()
+	}
+	flushes := func(t *testing.T, patient bool) int64 {
+		obs := &countingObserver{}
+		l, pool := newLogWith(t, txlog.Options{GroupCommit: true, Observer: obs})
+		l.SetGatherWait(time.Minute) // only the end of the flush under way ends a gather
+		epoch, err := txlog.BumpEpoch(ctx, pool, "a")
+		require.NoError(t, err)
+		slow := make(chan error, 1)
+		go func() { slow <- l.SlowWrite(ctx, 400*time.Millisecond) }()
+		require.Eventually(t, func() bool { return obs.batches.Load() == 0 && l.Pending() == 1 }, time.Second, time.Millisecond)
+		burst(t, l, epoch, "b", patient)
+		require.NoError(t, <-slow)
+		return obs.batches.Load() - 1 // the slow write's
+	}
+	t.Run("patient", func(t *testing.T) {
+		t.Parallel()
+		assert.LessOrEqual(t, flushes(t, true), int64(2), "one gathered batch per writer")
+	})
+	t.Run("not patient", func(t *testing.T) {
+		t.Parallel()
+		assert.Greater(t, flushes(t, false), int64(2), "nothing held: the first writes go at once")
+	})
+	t.Run("bounded by a stuck flush", func(t *testing.T) {
+		t.Parallel()
+		l, pool := newLogWith(t, txlog.Options{GroupCommit: true})
+		epoch, err := txlog.BumpEpoch(ctx, pool, "a")
+		require.NoError(t, err)
+		var stuck atomic.Bool
+		stuck.Store(true)
+		go func() {
+			assert.NoError(t, l.SlowWrite(ctx, 3*time.Second))
+			stuck.Store(false)
+		}()
+		require.Eventually(t, func() bool { return l.Pending() == 1 }, time.Second, time.Millisecond)
+		burst(t, l, epoch, "s", true)
+		assert.True(t, stuck.Load(), "the Begins committed while the stuck flush was under way")
+	})
+}
