@@ -115,6 +115,9 @@ func (b *batcher) join(m *member) (lead *batch) {
 	return bt
 }
 
+// busy reports whether every slot is taken: a batch opened now waits for one.
+func (b *batcher) busy() bool { return len(b.slots) == cap(b.slots) }
+
 // seal closes bt to newcomers and returns its members (no longer appended to).
 func (b *batcher) seal(bt *batch) []*member {
 	b.mu.Lock()

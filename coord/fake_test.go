@@ -58,6 +58,9 @@ type world struct {
 	// pauseAt is the resolver's call before which it stops (raceInterleave).
 	pauseAt int
 
+	// joinedBegins counts the Begins marked patient for the log (coord.JoinedBegin).
+	joinedBegins int
+
 	rcalls   int           // calls of the resolver so far
 	paused   chan struct{} // closed when the resolver stops at pauseAt
 	resume   chan struct{} // closed to let it go on
@@ -176,6 +179,9 @@ func (l fakeLog) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transa
 	}
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
+	if coord.JoinedBegin(ctx) {
+		l.w.joinedBegins++
+	}
 	if old, ok := l.w.rows[t.GID]; ok {
 		return clone(old), false, nil
 	}

@@ -19,8 +19,9 @@ import (
 type joinedKey struct{}
 
 // JoinedBegin reports whether ctx is the Begin of a request that joined its batch while its row
-// is logged: the leader waits for it only once the batch holds a slot, so the log may hold it
-// briefly to share a flush with the Begins that arrive with it (txlog's group commit).
+// is logged and every slot was taken: the leader waits for it only once the batch holds a slot,
+// so the log may hold it briefly to share a flush with the Begins that arrive with it (txlog's
+// group commit). With a slot free the batch runs at once, and its Begins are on its path.
 func JoinedBegin(ctx context.Context) bool {
 	v, _ := ctx.Value(joinedKey{}).(bool)
 	return v
@@ -35,8 +36,13 @@ func WithJoinedBegin(ctx context.Context) context.Context {
 // row is logged. ran: the row was fresh and the request ran (its outcome counts).
 func (c *Coordinator) runJoined(ctx context.Context, w *work, budget time.Duration) (t *Transaction, ran bool, err error) {
 	m := &member{ctx: ctx, w: w, done: make(chan struct{}), sqlShared: true, begun: make(chan struct{})}
+	bctx := ctx
+	if c.batches.busy() {
+		// The batch it joins waits for a slot: its Begin may wait for company meanwhile.
+		bctx = WithJoinedBegin(ctx)
+	}
 	go func() {
-		m.begin = c.begin(WithJoinedBegin(ctx), w, budget)
+		m.begin = c.begin(bctx, w, budget)
 		close(m.begun)
 	}()
 	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)

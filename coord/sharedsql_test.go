@@ -1,7 +1,9 @@
 package coord_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +36,7 @@ func TestSharedSQLOneTransaction(t *testing.T) {
 	rows, _, _, _ := r.w.snapshot()
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
+	assert.Equal(t, len(rows), r.w.joinedBegins, "they joined while the slot was taken: every Begin may wait for company")
 	require.Len(t, r.w.shared, 1, "S2: the prepared write registered the shared gid")
 	for g, ms := range r.w.shared {
 		assert.True(t, coord.IsSharedGID("p", g), g)
@@ -224,4 +227,38 @@ func TestSharedSQLJoinedDuplicateLeftOut(t *testing.T) {
 		assert.NoError(t, r.answers[id], id)
 	}
 	assert.Equal(t, 1, count(r.w.ops, "sql.run_shared"))
+}
+
+// A request that joins a batch while a slot is free runs at once: its Begin is on its path and
+// is not marked for the log to hold (coord.JoinedBegin). The same request joining while the slot
+// is taken is marked.
+func TestJoinedBeginMarkedOnlyWhenTheSlotIsTaken(t *testing.T) {
+	t.Parallel()
+	for _, held := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slot taken %v", held), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld()
+			w.pauseAt = -1
+			c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", DefaultTimeout: 500 * time.Millisecond,
+				FinishTimeout: time.Second, Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}},
+				Logger: slog.New(slog.DiscardHandler), Batch: coord.BatchConfig{MaxMembers: 8, Concurrency: 1, ShareSQL: true}},
+				fakeLog{w}, fakeKafka{w}, fakeSQL{w})
+			c.ShareAlways()
+			want := 0
+			if held {
+				release := c.HoldBatchSlots()
+				go func() {
+					assert.Eventually(t, func() bool { return c.OpenBatchMembers() == 1 }, 5*time.Second, time.Millisecond)
+					release()
+				}()
+				want = 1
+			}
+			_, err := c.Execute(context.Background(), batchRequest("r0"))
+			require.NoError(t, err)
+			require.NoError(t, c.WaitFinals(context.Background()))
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			assert.Equal(t, want, w.joinedBegins)
+		})
+	}
 }
