@@ -162,14 +162,19 @@ func TestPathIDs(t *testing.T) {
 	r := e.do(http.MethodPost, "/v1/transactions/"+url.PathEscape("a\x00b")+"/retry", nil)
 	assert.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Raw)
 	assert.Equal(t, "id", r.str("error", "field"))
-	// Their body is optional: JSON's white space alone is no body (the unknown id is then the
-	// answer), any other byte is a malformed body, refused before the id is looked up.
-	for _, body := range []string{"\x0b", "\x0c", " \x0b\n", "\u00a0", "\x00"} {
-		r := e.do(http.MethodPost, "/v1/transactions/no-such-id/retry", body)
-		assert.Equal(t, http.StatusBadRequest, r.Status, "%q: %s", body, r.Raw)
-		assert.Equal(t, "body", r.str("error", "field"), "%q", body)
+	// Their body is optional: only a body of no bytes is no body (the unknown id is then the
+	// answer); anything else, white space alone included, is a malformed body, refused before
+	// the id is looked up.
+	for _, body := range []string{"\x0b", "\x0c", " \x0b\n", "\u00a0", "\x00", " ", " \r\n\t"} {
+		for _, action := range []string{"retry", "abort"} {
+			r := e.do(http.MethodPost, "/v1/transactions/no-such-id/"+action, body)
+			assert.Equal(t, http.StatusBadRequest, r.Status, "%s %q: %s", action, body, r.Raw)
+			assert.Equal(t, "body", r.str("error", "field"), "%s %q", action, body)
+		}
 	}
-	r = e.do(http.MethodPost, "/v1/transactions/no-such-id/retry", " \r\n\t")
+	r = e.do(http.MethodPost, "/v1/transactions/no-such-id/retry", "")
+	assert.Equal(t, http.StatusNotFound, r.Status, "%s", r.Raw)
+	r = e.do(http.MethodPost, "/v1/transactions/no-such-id/retry", nil)
 	assert.Equal(t, http.StatusNotFound, r.Status, "%s", r.Raw)
 
 	// List parameters: given twice, empty or with control characters, and cursors that are
