@@ -63,12 +63,13 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any, optiona
 	// Only a body of no bytes is no body. White space alone is not a JSON document (schemathesis:
 	// a body of one space was taken for none, and the action ran); a vertical tab or a form feed
 	// (white space to Go, not to JSON) is a malformed body, refused below.
+	blank := len(bytes.Trim(body, jsonSpace)) == 0
 	switch {
 	case len(body) == 0 && optional:
 		return true, nil
-	case len(bytes.Trim(body, jsonSpace)) == 0 && optional:
+	case blank && optional:
 		return false, &coord.InvalidError{Field: "body", Reason: "a body of white space only: send no body, or a JSON object"}
-	case len(bytes.Trim(body, jsonSpace)) == 0:
+	case blank:
 		return false, &coord.InvalidError{Field: "body", Reason: "empty body: expected a JSON object"}
 	}
 	if ct == "" {

@@ -52,8 +52,8 @@ WITH x AS (
 SELECT ` + beginReturning + ` FROM ins`
 
 // beginReturning is what beginSQL returns of a row it inserted: the rest of the row is what
-// Begin sent (freshRow). Returning and scanning every column, JSON included, was a tenth of the
-// coordinator's CPU per request spent on values it already had.
+// Begin sent (freshRow). Returning and scanning every column, JSON included, was about 4 % of
+// the coordinator's CPU per request (pprof, c=16), spent on values it already had.
 const beginReturning = `request_id, created_at, updated_at`
 
 // resetSQL runs a request again whose row ended aborted with a retriable error and has the same
