@@ -201,6 +201,7 @@ func (c *Coordinator) afterBatch(ctx context.Context, w *work, o batchOutcome) (
 // every member its outcome.
 func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 	b := c.batches
+	slotStart := time.Now()
 	select {
 	case b.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -213,6 +214,7 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 		}
 		return
 	}
+	c.observeSince(PhaseSlotWait, slotStart)
 	members := b.seal(bt)
 	// The batch lives as long as its longest budget: a member whose budget is shorter gets its
 	// answer late rather than failing the others. Cancelling a member (its caller left) does
@@ -225,7 +227,10 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(members[0].ctx), deadline)
 	defer cancel()
-	if members = awaitBegins(ctx, members); len(members) == 0 {
+	abStart := time.Now()
+	members = awaitBegins(ctx, members)
+	c.observeSince(PhaseAwaitBegins, abStart)
+	if len(members) == 0 {
 		<-b.slots
 		return
 	}

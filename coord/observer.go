@@ -25,6 +25,8 @@ const (
 	PhaseAbort                      // rolling back every participant before the decision
 	PhaseLogFinal                   // the final row
 	PhaseTotal                      // the whole request, from the log insert to the outcome
+	PhaseSlotWait                   // a shared Kafka transaction's leader waiting for a slot
+	PhaseAwaitBegins                // a sealed shared transaction waiting for its members' active rows
 	NumPhases                       // the number of phases (not a phase)
 )
 
@@ -41,6 +43,8 @@ var phaseNames = [NumPhases]string{
 	PhaseAbort:         "abort",
 	PhaseLogFinal:      "log_final",
 	PhaseTotal:         "total",
+	PhaseSlotWait:      "slot_wait",
+	PhaseAwaitBegins:   "await_begins",
 }
 
 // String is the phase's label value.

@@ -17,7 +17,10 @@
 //	                                                        fenced, invalid_configuration, internal
 //	kpgtx_phase_duration_seconds{phase}           histogram log_begin, phase1, sql (per database), kafka,
 //	                                                        pool_acquire, log_prepared, log_committing, endtxn,
-//	                                                        phase2, abort, log_final, total
+//	                                                        phase2, abort, log_final, total; once per shared
+//	                                                        Kafka transaction: slot_wait (its leader waiting
+//	                                                        for KAFKA_SHARED_CONCURRENCY), await_begins (its
+//	                                                        members' active rows)
 //
 // The log (every instance sharing it sees the same values; aggregate with max):
 //

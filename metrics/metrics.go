@@ -68,7 +68,7 @@ func New() *Metrics {
 
 	phase := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Name: "phase_duration_seconds",
-		Help:    "Duration of one phase of a global transaction run by this process (phase: log_begin, phase1, sql (per database), kafka, pool_acquire, log_prepared, log_committing, endtxn, phase2, abort, log_final, total).",
+		Help:    "Duration of one phase of a global transaction run by this process (phase: log_begin, phase1, sql (per database), kafka, pool_acquire, log_prepared, log_committing, endtxn, phase2, abort, log_final, total; per shared Kafka transaction: slot_wait, await_begins).",
 		Buckets: durationBuckets,
 	}, []string{"phase"})
 	for p := coord.Phase(0); p < coord.NumPhases; p++ {

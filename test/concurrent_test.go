@@ -97,6 +97,10 @@ func TestConcurrentMixed(t *testing.T) {
 	m := e.scrape(t)
 	assert.Positive(t, m.val(t, "kpgtx_kafka_shared_transaction_members_count"),
 		"no Kafka transaction was shared")
+	for _, phase := range []string{"slot_wait", "await_begins"} {
+		assert.Positive(t, m.val(t, "kpgtx_phase_duration_seconds_count", "phase", phase),
+			"a shared Kafka transaction observes phase %s", phase)
+	}
 	// And PostgreSQL transactions too (coord/sharedsql.go), the SQL failures among their
 	// members: a failing member was rolled back to its savepoint and ran alone.
 	assert.Positive(t, m.val(t, "kpgtx_sql_shared_transaction_members_count"),
