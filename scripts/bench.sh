@@ -13,7 +13,10 @@
 #                        vs parallel (16): pass time, txn/s, untimed setup (setup-s); needs
 #                        max_prepared_transactions >= 10,000 (services.sh sets 12000); several
 #                        minutes on a 2-core machine, most of them the serial pass
-# Extra arguments go to go test (e.g. -count=3). BENCHTIME (default 3s) sets -benchtime of the
+# Extra arguments go to go test (e.g. -count=3). BENCH_ROUNDS=N runs the whole benchmark N times,
+# one go test after the other, so that every round has each variant next to the others: -count
+# runs each variant its N times in a row, and on a shared machine a slow stretch then lands on
+# one variant alone, which misleads an A/B comparison. BENCHTIME (default 3s) sets -benchtime of the
 # throughput benchmark. PPROF_SECONDS=N profiles the coordinator process over the first N seconds
 # of its c=64 run (PPROF_C=16: its c=16 run; keep BENCHTIME longer) and prints the profile's top
 # entries; the profile is kept as test/artifacts/coordinator-c64.pprof (go tool pprof -http=:).
@@ -25,6 +28,8 @@
 # worktree) and runs it as the row `baseline` in the same run: a change against the code before it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+rounds=${BENCH_ROUNDS:-1}
+case "$rounds" in ''|*[!0-9]*|0) echo "BENCH_ROUNDS: a positive number, not \"$rounds\"" >&2; exit 2 ;; esac
 bash scripts/services.sh start >/dev/null
 eval "$(bash scripts/services.sh env)"
 out=$(mktemp)
@@ -44,15 +49,19 @@ if [ -n "${PPROF_SECONDS:-}" ]; then
   profile=$PWD/test/artifacts/coordinator-c${PPROF_C:-64}.pprof
   rm -f "$profile"
 fi
-env -u TEST_KAFKA BENCH_PPROF_SECONDS="${PPROF_SECONDS:-}" BENCH_PPROF_C="${PPROF_C:-}" BENCH_PPROF_FILE="$profile" \
-  go test ./test -run '^$' -bench 'BenchmarkThroughput' -benchtime "${BENCHTIME:-3s}" -timeout 30m "$@" | tee "$out"
+for round in $(seq "$rounds"); do
+  # Only the first round is profiled.
+  if [ "$round" -gt 1 ]; then profile_now=""; else profile_now=$profile; fi
+  env -u TEST_KAFKA BENCH_PPROF_SECONDS="${PPROF_SECONDS:-}" BENCH_PPROF_C="${PPROF_C:-}" BENCH_PPROF_FILE="$profile_now" \
+    go test ./test -run '^$' -bench 'BenchmarkThroughput' -benchtime "${BENCHTIME:-3s}" -timeout 30m "$@" | tee -a "$out"
+done
 
 # One table: a row per variant and concurrency, ratios against the dual write of the same c.
-# With -count N every figure is the median of the N rounds (the ratios are of the medians), so
+# With -count N or BENCH_ROUNDS=N every figure is the median of the N rounds (the ratios are of the medians), so
 # that one slow round does not make the table.
 awk '
 /^BenchmarkThroughput\// {
-  split($1, parts, "/"); variant = parts[2]; c = parts[3]; sub(/-[0-9]+$/, "", c); sub(/^c=/, "", c)
+  split($1, parts, "/"); variant = parts[2]; c = parts[3]; sub(/-[0-9]+$/, "", c); sub(/#[0-9]+$/, "", c); sub(/^c=/, "", c)
   for (i = 3; i < NF; i += 2) { k = variant SUBSEP c SUBSEP $(i+1); n = ++cnt[k]; all[k, n] = $i }
   rounds[variant, c]++
   if (!(c in seen)) { seen[c] = 1; cs[++nc] = c }
