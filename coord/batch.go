@@ -51,7 +51,13 @@ type batcher struct {
 	open *batch // the batch accepting members; nil: the next member opens one
 }
 
-type batch struct{ members []*member }
+type batch struct {
+	members []*member
+	// sealed is closed when the leader seals the batch (it holds a slot, or gave up waiting
+	// for one): from then on its members' Begins are on its path (JoinedBegin).
+	sealed   chan struct{}
+	isSealed bool // under batcher.mu
+}
 
 // member is one request in a batch: the leader fills out and closes done.
 type member struct {
@@ -99,20 +105,20 @@ func newBatcher(cfg BatchConfig) *batcher {
 	return &batcher{max: cfg.MaxMembers, slots: make(chan struct{}, cfg.Concurrency)}
 }
 
-// join adds m to the open batch, or opens one and returns it: m then leads it.
-func (b *batcher) join(m *member) (lead *batch) {
+// join adds m to the open batch, or opens one (lead: m then leads it), and returns that batch.
+func (b *batcher) join(m *member) (bt *batch, lead bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if bt := b.open; bt != nil {
 		bt.members = append(bt.members, m)
 		if len(bt.members) >= b.max {
-			b.open = nil // full: sealed
+			b.open = nil // full: closed to newcomers; still waiting for its slot
 		}
-		return nil
+		return bt, false
 	}
-	bt := &batch{members: []*member{m}}
+	bt = &batch{members: []*member{m}, sealed: make(chan struct{})}
 	b.open = bt
-	return bt
+	return bt, true
 }
 
 // busy reports whether every slot is taken: a batch opened now waits for one.
@@ -124,6 +130,10 @@ func (b *batcher) seal(bt *batch) []*member {
 	defer b.mu.Unlock()
 	if b.open == bt {
 		b.open = nil
+	}
+	if !bt.isSealed {
+		bt.isSealed = true
+		close(bt.sealed)
 	}
 	return bt.members
 }
@@ -152,7 +162,7 @@ func (c *Coordinator) runShared(ctx context.Context, w *work) (*Transaction, err
 	}
 
 	m := &member{ctx: ctx, w: w, done: make(chan struct{}), sqlShared: shareSQL}
-	if bt := c.batches.join(m); bt != nil {
+	if bt, lead := c.batches.join(m); lead {
 		c.lead(ctx, bt)
 	}
 	<-m.done

@@ -58,8 +58,10 @@ type world struct {
 	// pauseAt is the resolver's call before which it stops (raceInterleave).
 	pauseAt int
 
-	// joinedBegins counts the Begins marked patient for the log (coord.JoinedBegin).
+	// joinedBegins counts the Begins marked patient for the log (coord.JoinedBegin), and
+	// joinedSealed keeps what each was told to stop waiting on.
 	joinedBegins int
+	joinedSealed []<-chan struct{}
 
 	rcalls   int           // calls of the resolver so far
 	paused   chan struct{} // closed when the resolver stops at pauseAt
@@ -179,8 +181,9 @@ func (l fakeLog) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transa
 	}
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
-	if coord.JoinedBegin(ctx) {
+	if sealed, ok := coord.JoinedBegin(ctx); ok {
 		l.w.joinedBegins++
+		l.w.joinedSealed = append(l.w.joinedSealed, sealed)
 	}
 	if old, ok := l.w.rows[t.GID]; ok {
 		return clone(old), false, nil

@@ -21,15 +21,20 @@ type joinedKey struct{}
 // JoinedBegin reports whether ctx is the Begin of a request that joined its batch while its row
 // is logged and every slot was taken: the leader waits for it only once the batch holds a slot,
 // so the log may hold it briefly to share a flush with the Begins that arrive with it (txlog's
-// group commit). With a slot free the batch runs at once, and its Begins are on its path.
-func JoinedBegin(ctx context.Context) bool {
-	v, _ := ctx.Value(joinedKey{}).(bool)
-	return v
+// group commit). sealed is closed when the batch holds its slot (or gave up waiting for one):
+// the leader is then waiting for this Begin, and the log holds it no longer. With a slot free
+// the batch runs at once, and its Begins are on its path.
+func JoinedBegin(ctx context.Context) (sealed <-chan struct{}, ok bool) {
+	v, ok := ctx.Value(joinedKey{}).(joined)
+	return v.sealed, ok
 }
 
-// WithJoinedBegin marks ctx as a joined request's Begin (JoinedBegin).
-func WithJoinedBegin(ctx context.Context) context.Context {
-	return context.WithValue(ctx, joinedKey{}, true)
+type joined struct{ sealed <-chan struct{} }
+
+// WithJoinedBegin marks ctx as a joined request's Begin (JoinedBegin); sealed (nil: never) is
+// closed when its batch stops waiting for a slot.
+func WithJoinedBegin(ctx context.Context, sealed <-chan struct{}) context.Context {
+	return context.WithValue(ctx, joinedKey{}, joined{sealed: sealed})
 }
 
 // runJoined runs a request that shares its batch's SQL transaction, joining the batch while its
@@ -41,12 +46,7 @@ func WithJoinedBegin(ctx context.Context) context.Context {
 // its own. Either way the row is being logged while the batch waits for its slot.
 func (c *Coordinator) runJoined(ctx context.Context, w *work, budget time.Duration) (t *Transaction, ran bool, err error) {
 	m := &member{ctx: ctx, w: w, done: make(chan struct{}), sqlShared: true, begun: make(chan struct{})}
-	bctx := ctx
-	if c.batches.busy() {
-		// The batch it joins waits for a slot: its Begin may wait for company meanwhile.
-		bctx = WithJoinedBegin(ctx)
-	}
-	begin := func() {
+	begin := func(bctx context.Context) {
 		m.begin = c.begin(bctx, w, budget)
 		close(m.begun)
 	}
@@ -55,13 +55,20 @@ func (c *Coordinator) runJoined(ctx context.Context, w *work, budget time.Durati
 	st.end(err)
 	switch {
 	case err != nil:
-		begin()
+		begin(ctx)
 	default:
-		if bt := c.batches.join(m); bt != nil {
-			go begin()
+		bt, lead := c.batches.join(m)
+		bctx := ctx
+		if c.batches.busy() {
+			// The batch it joined waits for a slot: its Begin may wait for company meanwhile,
+			// until the batch is sealed.
+			bctx = WithJoinedBegin(ctx, bt.sealed)
+		}
+		if lead {
+			go begin(bctx)
 			c.lead(ctx, bt)
 		} else {
-			begin()
+			begin(bctx)
 		}
 		<-m.done
 	}

@@ -231,7 +231,7 @@ func TestSharedSQLJoinedDuplicateLeftOut(t *testing.T) {
 
 // A request that joins a batch while a slot is free runs at once: its Begin is on its path and
 // is not marked for the log to hold (coord.JoinedBegin). The same request joining while the slot
-// is taken is marked.
+// is taken is marked, until its batch is sealed.
 func TestJoinedBeginMarkedOnlyWhenTheSlotIsTaken(t *testing.T) {
 	t.Parallel()
 	for _, held := range []bool{false, true} {
@@ -259,6 +259,14 @@ func TestJoinedBeginMarkedOnlyWhenTheSlotIsTaken(t *testing.T) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			assert.Equal(t, want, w.joinedBegins)
+			// Its batch was sealed once it had the slot: the log holds the Begin no longer.
+			for _, sealed := range w.joinedSealed {
+				select {
+				case <-sealed:
+				default:
+					t.Error("a joined Begin's batch ran, but its sealed channel is open")
+				}
+			}
 		})
 	}
 }

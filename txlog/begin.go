@@ -19,8 +19,9 @@ type beginRow struct {
 	epoch                    int64
 	onePhase                 bool
 	// patient: the request waits for its batch meanwhile (coord.JoinedBegin); a writer may hold
-	// it to share a flush (groupCommit.gather).
+	// it to share a flush (groupCommit.gather) until sealed is closed (nil: never).
 	patient bool
+	sealed  <-chan struct{}
 }
 
 // beginSQL inserts many rows in one statement, with no event: a new row's history starts at its
@@ -100,7 +101,8 @@ func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transacti
 		return nil, false, err
 	}
 	row := &beginRow{gid: t.GID, requestID: t.ID, instance: t.Instance, digest: t.Digest,
-		sqlGIDs: string(gidsJSON), epoch: t.OwnerEpoch, onePhase: t.OnePhase, patient: coord.JoinedBegin(ctx)}
+		sqlGIDs: string(gidsJSON), epoch: t.OwnerEpoch, onePhase: t.OnePhase}
+	row.sealed, row.patient = coord.JoinedBegin(ctx)
 	var stored *coord.Transaction
 	fresh := func(r pgx.Row) (err error) {
 		stored, err = freshRow(r, t)

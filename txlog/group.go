@@ -149,7 +149,8 @@ func (g *groupCommit) loop() {
 
 // gather holds a batch whose first write is a patient Begin (its request waits for its batch
 // meanwhile, coord.JoinedBegin) and arrived while another flush is under way, until that flush
-// ends (or gatherWait passes), taking in the writes that arrive meanwhile. Requests come in
+// ends (or gatherWait passes, or the Begin's batch is sealed: its leader then waits for it),
+// taking in the writes that arrive meanwhile. Requests come in
 // bursts (a shared transaction answers its members at once, and they send their next requests
 // together): without it the burst's first Begin went alone, the next two each took a writer
 // alone, and only the rest shared a flush, so that half the flushes at c=16 carried one write,
@@ -168,11 +169,14 @@ func (g *groupCommit) gather(batch []*write) []*write {
 	}
 	timer := time.NewTimer(g.hold)
 	defer timer.Stop()
+	sealed := batch[0].begin.sealed
 	for len(batch) < g.maxBatch {
 		select {
 		case w := <-g.reqs:
 			batch = append(batch, w)
 		case <-g.ended:
+			return batch
+		case <-sealed: // its batch got its slot and waits for this Begin
 			return batch
 		case <-timer.C:
 			return batch

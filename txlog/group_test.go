@@ -340,11 +340,11 @@ func TestGroupCommitTwoInstancesSameIDs(t *testing.T) {
 func TestGroupCommitGathersJoinedBegins(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	burst := func(t *testing.T, l *txlog.Log, epoch int64, prefix string, patient bool) {
+	burst := func(t *testing.T, l *txlog.Log, epoch int64, prefix string, patient bool, sealed <-chan struct{}) {
 		t.Helper()
 		bctx := ctx
 		if patient {
-			bctx = coord.WithJoinedBegin(ctx)
+			bctx = coord.WithJoinedBegin(ctx, sealed)
 		}
 		var wg sync.WaitGroup
 		for i := range 24 {
@@ -366,7 +366,7 @@ func TestGroupCommitGathersJoinedBegins(t *testing.T) {
 		slow := make(chan error, 1)
 		go func() { slow <- l.SlowWrite(ctx, 400*time.Millisecond) }()
 		require.Eventually(t, func() bool { return obs.batches.Load() == 0 && l.Pending() == 1 }, time.Second, time.Millisecond)
-		burst(t, l, epoch, "b", patient)
+		burst(t, l, epoch, "b", patient, nil)
 		require.NoError(t, <-slow)
 		return obs.batches.Load() - 1 // the slow write's
 	}
@@ -390,7 +390,27 @@ func TestGroupCommitGathersJoinedBegins(t *testing.T) {
 			stuck.Store(false)
 		}()
 		require.Eventually(t, func() bool { return l.Pending() == 1 }, time.Second, time.Millisecond)
-		burst(t, l, epoch, "s", true)
+		burst(t, l, epoch, "s", true, nil)
 		assert.True(t, stuck.Load(), "the Begins committed while the stuck flush was under way")
+	})
+	// Once its batch is sealed, the leader waits for the Begin: nothing holds it any more, however
+	// long the flush under way and the gather bound.
+	t.Run("released when its batch is sealed", func(t *testing.T) {
+		t.Parallel()
+		l, pool := newLogWith(t, txlog.Options{GroupCommit: true})
+		l.SetGatherWait(time.Minute)
+		epoch, err := txlog.BumpEpoch(ctx, pool, "a")
+		require.NoError(t, err)
+		var stuck atomic.Bool
+		stuck.Store(true)
+		go func() {
+			assert.NoError(t, l.SlowWrite(ctx, 3*time.Second))
+			stuck.Store(false)
+		}()
+		require.Eventually(t, func() bool { return l.Pending() == 1 }, time.Second, time.Millisecond)
+		sealed := make(chan struct{})
+		time.AfterFunc(5*time.Millisecond, func() { close(sealed) })
+		burst(t, l, epoch, "z", true, sealed)
+		assert.True(t, stuck.Load(), "the Begins committed while the flush was under way")
 	})
 }
