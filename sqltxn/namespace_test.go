@@ -28,8 +28,12 @@ func TestClaimNamespaceWithItsLocksHeld(t *testing.T) {
 
 	tx, err := admin.Begin(ctx)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('kpgtx/namespaces')), pg_advisory_xact_lock(hashtext('kpgtx/write-guards'))`)
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('kpgtx/namespaces'))`)
 	require.NoError(t, err)
+	for _, fn := range []string{"public." + refuseFunction, "kpgtx." + refuseFunction} {
+		_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, guardLockKey(fn))
+		require.NoError(t, err)
+	}
 	_, err = tx.Exec(ctx, "PREPARE TRANSACTION 'client-holds-the-registry'")
 	require.NoError(t, err)
 

@@ -74,7 +74,7 @@ const startupLockTimeout = "2s"
 
 // guardOwnTables creates the refusing trigger on each of the coordinator's tables of schema ("":
 // the session's current schema) that exists in the database and lacks it. Concurrent first
-// starts are serialised by an advisory lock.
+// starts are serialised by an advisory lock per schema (guardLockKey).
 func guardOwnTables(ctx context.Context, pool *pgxpool.Pool, database, schema string, logger *slog.Logger) error {
 	for _, table := range guardedTables[schema] {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -89,7 +89,7 @@ func guardOwnTables(ctx context.Context, pool *pgxpool.Pool, database, schema st
 			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+startupLockTimeout+"'"); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('kpgtx/write-guards'))`); err != nil {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, guardLockKey(g.fn)); err != nil {
 				return err
 			}
 			if g, err = lookGuard(ctx, tx, table, schema); err != nil || g.done() {
@@ -122,6 +122,15 @@ func guardOwnTables(ctx context.Context, pool *pgxpool.Pool, database, schema st
 	}
 	return nil
 }
+
+// guardLockKey names the advisory lock that serialises the first starts guarding the tables of
+// one schema (fn: the schema's trigger function, schema-qualified): they create that function
+// and the triggers. One lock per schema, not per database: a start whose CREATE TRIGGER waits
+// for its own table (a prepared transaction holding it, up to the lock timeout) then holds only
+// its namespace's lock, and the starts of the other namespaces in the database still guard
+// theirs. Behind one lock for the database they timed out and ran unguarded (CI: a DO block
+// deleted a log that should have refused it, with many starts at once).
+func guardLockKey(fn string) string { return "kpgtx/write-guards/" + fn }
 
 // guard is what a database has of one table's refusing trigger.
 type guard struct {

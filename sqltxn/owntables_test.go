@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/internal/pgtest"
 )
 
 // ownTablesDatabases opens the participant on a fresh schema that also holds a stand-in for the
@@ -238,4 +240,37 @@ JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND t.tgname 
 	guarded, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	assert.Equal(t, []string{"coordinator_markers"}, guarded)
+}
+
+// The starts of the namespaces in one database guard their tables independently. A start whose
+// CREATE TRIGGER waits for its own table (a prepared transaction holds it) keeps its guard lock
+// until its lock timeout, and several such starts in a row kept one lock for the database
+// longer than the next start's timeout, which then ran unguarded (CI). Here another namespace's
+// guard lock is held for as long as the test runs: this namespace's start still guards its table.
+func TestGuardOwnTablesNamespacesApart(t *testing.T) {
+	t.Parallel()
+	dsn, admin := pgtest.Database(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := admin.Exec(ctx, "CREATE TABLE public.coordinator_markers (gid text)")
+	require.NoError(t, err)
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", guardLockKey("other."+refuseFunction))
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "PREPARE TRANSACTION 'holds-another-namespace'")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "ROLLBACK PREPARED 'holds-another-namespace'") })
+
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["search_path"] = "public"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, guardOwnTables(ctx, pool, "default", "", slog.New(slog.DiscardHandler)))
+	var guarded bool
+	require.NoError(t, admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
+		WHERE tgrelid = 'public.coordinator_markers'::regclass AND tgname = $1)`, refuseFunction).Scan(&guarded))
+	assert.True(t, guarded, "this namespace's start guarded its table while another's guard lock was held")
 }

@@ -378,18 +378,28 @@ func TestGroupCommitGathersJoinedBegins(t *testing.T) {
 		t.Parallel()
 		assert.Greater(t, flushes(t, false), int64(2), "nothing held: the first writes go at once")
 	})
-	t.Run("bounded by a stuck flush", func(t *testing.T) {
-		t.Parallel()
+	// stuckFlush starts a 3 s flush on a fresh log (gather: its gather bound, 0 for the default)
+	// and reports whether it is still under way.
+	stuckFlush := func(t *testing.T, gather time.Duration) (*txlog.Log, int64, *atomic.Bool) {
+		t.Helper()
 		l, pool := newLogWith(t, txlog.Options{GroupCommit: true})
+		if gather > 0 {
+			l.SetGatherWait(gather)
+		}
 		epoch, err := txlog.BumpEpoch(ctx, pool, "a")
 		require.NoError(t, err)
-		var stuck atomic.Bool
+		stuck := &atomic.Bool{}
 		stuck.Store(true)
 		go func() {
 			assert.NoError(t, l.SlowWrite(ctx, 3*time.Second))
 			stuck.Store(false)
 		}()
 		require.Eventually(t, func() bool { return l.Pending() == 1 }, time.Second, time.Millisecond)
+		return l, epoch, stuck
+	}
+	t.Run("bounded by a stuck flush", func(t *testing.T) {
+		t.Parallel()
+		l, epoch, stuck := stuckFlush(t, 0)
 		burst(t, l, epoch, "s", true, nil)
 		assert.True(t, stuck.Load(), "the Begins committed while the stuck flush was under way")
 	})
@@ -397,17 +407,7 @@ func TestGroupCommitGathersJoinedBegins(t *testing.T) {
 	// long the flush under way and the gather bound.
 	t.Run("released when its batch is sealed", func(t *testing.T) {
 		t.Parallel()
-		l, pool := newLogWith(t, txlog.Options{GroupCommit: true})
-		l.SetGatherWait(time.Minute)
-		epoch, err := txlog.BumpEpoch(ctx, pool, "a")
-		require.NoError(t, err)
-		var stuck atomic.Bool
-		stuck.Store(true)
-		go func() {
-			assert.NoError(t, l.SlowWrite(ctx, 3*time.Second))
-			stuck.Store(false)
-		}()
-		require.Eventually(t, func() bool { return l.Pending() == 1 }, time.Second, time.Millisecond)
+		l, epoch, stuck := stuckFlush(t, time.Minute)
 		sealed := make(chan struct{})
 		time.AfterFunc(5*time.Millisecond, func() { close(sealed) })
 		burst(t, l, epoch, "z", true, sealed)
