@@ -53,10 +53,9 @@ type batcher struct {
 
 type batch struct {
 	members []*member
-	// sealed is closed when the leader seals the batch (it holds a slot, or gave up waiting
-	// for one): from then on its members' Begins are on its path (JoinedBegin).
-	sealed   chan struct{}
-	isSealed bool // under batcher.mu
+	// sealed is closed (under batcher.mu) when the leader seals the batch (it holds a slot, or
+	// gave up waiting for one): from then on its members' Begins are on its path (JoinedBegin).
+	sealed chan struct{}
 }
 
 // member is one request in a batch: the leader fills out and closes done.
@@ -131,8 +130,9 @@ func (b *batcher) seal(bt *batch) []*member {
 	if b.open == bt {
 		b.open = nil
 	}
-	if !bt.isSealed {
-		bt.isSealed = true
+	select {
+	case <-bt.sealed:
+	default:
 		close(bt.sealed)
 	}
 	return bt.members

@@ -16,8 +16,8 @@
 # Extra arguments go to go test (e.g. -count=3). BENCH_ROUNDS=N runs the whole benchmark N times,
 # one go test after the other, so that every round has each variant next to the others: -count
 # runs each variant its N times in a row, and on a shared machine a slow stretch then lands on
-# one variant alone, which misleads an A/B comparison. BENCHTIME (default 3s) sets -benchtime of the
-# throughput benchmark. PPROF_SECONDS=N profiles the coordinator process over the first N seconds
+# one variant alone, which misleads an A/B comparison. BENCHTIME (default 3s) sets -benchtime of
+# the throughput benchmark. PPROF_SECONDS=N profiles the coordinator process over the first N seconds
 # of its c=64 run (PPROF_C=16: its c=16 run; keep BENCHTIME longer) and prints the profile's top
 # entries; the profile is kept as test/artifacts/coordinator-c64.pprof (go tool pprof -http=:).
 # BENCH_COORDINATOR_ENV="KAFKA_SHARED_MAX=1 ..." adds settings to the coordinator's, to compare
@@ -57,11 +57,11 @@ for round in $(seq "$rounds"); do
 done
 
 # One table: a row per variant and concurrency, ratios against the dual write of the same c.
-# With -count N or BENCH_ROUNDS=N every figure is the median of the N rounds (the ratios are of the medians), so
-# that one slow round does not make the table.
+# With -count N or BENCH_ROUNDS=N every figure is the median of the N rounds (the ratios are of
+# the medians), so that one slow round does not make the table.
 awk '
 /^BenchmarkThroughput\// {
-  split($1, parts, "/"); variant = parts[2]; c = parts[3]; sub(/-[0-9]+$/, "", c); sub(/#[0-9]+$/, "", c); sub(/^c=/, "", c)
+  split($1, parts, "/"); variant = parts[2]; c = parts[3]; sub(/-[0-9]+$/, "", c); sub(/^c=/, "", c)
   for (i = 3; i < NF; i += 2) { k = variant SUBSEP c SUBSEP $(i+1); n = ++cnt[k]; all[k, n] = $i }
   rounds[variant, c]++
   if (!(c in seen)) { seen[c] = 1; cs[++nc] = c }
