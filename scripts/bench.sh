@@ -3,8 +3,9 @@
 # in the same run:
 #   BenchmarkThroughput  one insert + one 100-byte record per request: the coordinator (its own
 #                        process, REST API), the same without shared Kafka transactions
-#                        (unshared), the same 2PC inline (no log, no HTTP), that inline 2PC
-#                        with the requests in flight sharing one PostgreSQL and one Kafka
+#                        (unshared), the same 2PC inline (no log, no HTTP), its floors with
+#                        the one log write I2 needs (inline-2pc-logged) or with the PREPARE
+#                        as that write (inline-2pc-gidlog), that inline 2PC with the requests in flight sharing one PostgreSQL and one Kafka
 #                        transaction (inline-shared: the bound of sharing the SQL side too) and
 #                        the by-hand dual write (not atomic), at c=1, 16, 64: throughput, p50, p99,
 #                        ratios to the dual write, CPU per committed transaction of the
@@ -78,12 +79,12 @@ END {
   most = 0
   for (k in rounds) if (rounds[k] > most) most = rounds[k]
   if (most > 1) printf "\n(each figure: the median of %d rounds)", most
-  printf "\n%-14s %4s %9s %8s %8s %9s %8s %14s %12s %14s %9s %9s %9s\n", "variant", "c", "txn/s", "p50 ms", "p99 ms", "x dual/s", "x p50", "coord ms/txn", "pg ms/txn", "kafka ms/txn", "shared %", "members", "sql sh %"
+  printf "\n%-17s %4s %9s %8s %8s %9s %8s %14s %12s %14s %9s %9s %9s\n", "variant", "c", "txn/s", "p50 ms", "p99 ms", "x dual/s", "x p50", "coord ms/txn", "pg ms/txn", "kafka ms/txn", "shared %", "members", "sql sh %"
   for (j = 1; j <= nc; j++) for (k = 1; k <= nv; k++) {
     c = cs[j]; n = vs[k]
     if (!((n, c, "txn/s") in v)) continue
     d = v["dual-write", c, "txn/s"]; dp = v["dual-write", c, "p50-ms"]
-    printf "%-14s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %14.3f %12.3f %14.3f %9s %9s %9s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
+    printf "%-17s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %14.3f %12.3f %14.3f %9s %9s %9s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
       (d > 0 ? v[n, c, "txn/s"] / d : 0), (dp > 0 ? v[n, c, "p50-ms"] / dp : 0),
       v[n, c, "cpu-coord-ms/txn"], v[n, c, "cpu-pg-ms/txn"], v[n, c, "cpu-kafka-ms/txn"],
       ((n, c, "shared-%") in v ? sprintf("%.0f", v[n, c, "shared-%"]) : "-"),

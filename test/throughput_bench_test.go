@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -30,6 +29,14 @@ import (
 //   - inline-2pc: the same two-phase commit written inline in this process (BEGIN, insert,
 //     marker, PREPARE ∥ transactional produce; EndTxn(commit); COMMIT PREPARED), without a
 //     log and without HTTP;
+//   - inline-2pc-logged: inline-2pc with the one log write no variant of this protocol can skip
+//     (I2: the Kafka ids durable before EndTxn(commit)), one autocommit insert between the
+//     prepares and EndTxn: the floor of the coordinator's latency at c=1;
+//   - inline-2pc-gidlog: the same, with the PREPARE itself as that write: the statements ∥ the
+//     records, then PREPARE TRANSACTION of a gid that names the transactional id, producer id
+//     and epoch, then EndTxn(commit) and COMMIT PREPARED. What a one-database request would
+//     cost if its participant's PREPARE were its prepared record (docs/decisions.md, "not
+//     built"); measured here, not built;
 //   - inline-shared: inline-2pc with every request in flight gathered into one PostgreSQL
 //     transaction (a savepoint each, one PREPARE) and one Kafka transaction: what sharing the SQL
 //     side too would cost at best (sharedinline_bench_test.go);
@@ -56,6 +63,8 @@ func BenchmarkThroughput(b *testing.B) {
 	cpu := servicePIDs(b)
 	e := newStore(b, envOpts{poolSize: 64})
 	_, err := e.db.Exec(context.Background(), "CREATE TABLE bench_markers (gid text PRIMARY KEY)")
+	require.NoError(b, err)
+	_, err = e.db.Exec(context.Background(), "CREATE TABLE bench_log (gid text PRIMARY KEY, kafka text NOT NULL)")
 	require.NoError(b, err)
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	settings := []string{"KAFKA_POOL_SIZE=64", "COORDINATOR_DB_MAX_CONNS=96",
@@ -117,11 +126,13 @@ func BenchmarkThroughput(b *testing.B) {
 		}
 	}
 	inline := withProducer(func(cl *kgo.Client, id string) error { return inline2PC(e.db, cl, e.topic, id, value) })
+	logged := withProducer(func(cl *kgo.Client, id string) error { return inline2PCLogged(e.db, cl, e.topic, id, value) })
+	gidLog := withProducer(func(cl *kgo.Client, id string) error { return inline2PCGIDLog(e.db, cl, e.topic, id, value) })
 	dual := withProducer(func(cl *kgo.Client, id string) error { return dualWrite(e.db, cl, e.topic, id, value) })
 
 	// Warm up every path (JIT, pools, connections), untimed.
 	shared := newSharedInline(b, e.db, producers, e.topic, value, 1).do
-	ops := []func(int, string) error{viaCoordinator, viaUnshared, inline, dual, shared}
+	ops := []func(int, string) error{viaCoordinator, viaUnshared, inline, logged, gidLog, dual, shared}
 	if baselineBinary != "" {
 		ops = append(ops, viaBaseline)
 	}
@@ -141,6 +152,8 @@ func BenchmarkThroughput(b *testing.B) {
 		{"coordinator", coordPID, viaCoordinator, base},
 		{"unshared", unsharedPID, viaUnshared, unsharedBase},
 		{"inline-2pc", os.Getpid(), inline, ""},
+		{"inline-2pc-logged", os.Getpid(), logged, ""},
+		{"inline-2pc-gidlog", os.Getpid(), gidLog, ""},
 		{"inline-shared", os.Getpid(), shared, ""},
 		{"dual-write", os.Getpid(), dual, ""},
 	}
@@ -243,33 +256,7 @@ func profileCoordinator(b *testing.B, addr string) <-chan struct{} {
 
 // inline2PC is the coordinator's protocol without the log and without HTTP.
 func inline2PC(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) error {
-	ctx := context.Background()
-	gid := "bench_" + id
-	errc := make(chan error, 1)
-	go func() {
-		b := &pgx.Batch{}
-		b.Queue("BEGIN")
-		b.Queue("INSERT INTO orders (id, total) VALUES ($1, $2)", id, 1)
-		b.Queue("INSERT INTO bench_markers (gid) VALUES ($1)", gid)
-		b.Queue("PREPARE TRANSACTION '" + gid + "'")
-		errc <- db.SendBatch(ctx, b).Close()
-	}()
-	if err := cl.BeginTransaction(); err != nil {
-		return err
-	}
-	rec := &kgo.Record{Topic: topic, Key: []byte(id), Value: []byte(value)}
-	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return err
-	}
-	if err := <-errc; err != nil {
-		_ = cl.EndTransaction(ctx, kgo.TryAbort)
-		return err
-	}
-	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return err
-	}
-	_, err := db.Exec(ctx, "COMMIT PREPARED '"+gid+"'")
-	return err
+	return inline2PCWith(db, cl, topic, id, value, nil)
 }
 
 // dualWrite is the by-hand baseline: the same insert and record, committed separately and
