@@ -5,8 +5,9 @@
 #                        process, REST API), the same without shared Kafka transactions
 #                        (unshared), the same 2PC inline (no log, no HTTP), its floors with
 #                        the one log write I2 needs (inline-2pc-logged) or with the PREPARE
-#                        as that write (inline-2pc-gidlog), that inline 2PC with the requests in flight sharing one PostgreSQL and one Kafka
-#                        transaction (inline-shared: the bound of sharing the SQL side too) and
+#                        as that write (inline-2pc-gidlog), that inline 2PC with the requests
+#                        in flight sharing one PostgreSQL and one Kafka transaction
+#                        (inline-shared: the bound of sharing the SQL side too) and
 #                        the by-hand dual write (not atomic), at c=1, 16, 64: throughput, p50, p99,
 #                        ratios to the dual write, CPU per committed transaction of the
 #                        coordinator, PostgreSQL and the Kafka broker (from /proc)
@@ -17,10 +18,11 @@
 # Extra arguments go to go test (e.g. -count=3). BENCH_ROUNDS=N runs the whole benchmark N times,
 # one go test after the other, so that every round has each variant next to the others: -count
 # runs each variant its N times in a row, and on a shared machine a slow stretch then lands on
-# one variant alone, which misleads an A/B comparison. BENCHTIME (default 3s) sets -benchtime of
-# the throughput benchmark. PPROF_SECONDS=N profiles the coordinator process over the first N seconds
-# of its c=64 run (PPROF_C=16: its c=16 run; keep BENCHTIME longer) and prints the profile's top
-# entries; the profile is kept as test/artifacts/coordinator-c64.pprof (go tool pprof -http=:).
+# one variant alone, which misleads an A/B comparison; and every second round runs the variants
+# in the reverse order, as the position in a round biases a variant too. BENCHTIME (default 3s)
+# sets -benchtime of the throughput benchmark. PPROF_SECONDS=N profiles the coordinator process
+# over the first N seconds of its c=64 run (PPROF_C=16: its c=16 run; keep BENCHTIME longer) and
+# prints the profile's top entries; the profile is kept as test/artifacts/coordinator-c64.pprof (go tool pprof -http=:).
 # BENCH_COORDINATOR_ENV="KAFKA_SHARED_MAX=1 ..." adds settings to the coordinator's, to compare
 # tunings (KAFKA_SHARED_MAX=1 is the coordinator without shared Kafka transactions).
 # BENCH_BASELINE_ENV="NAME=value ..." adds settings to the baseline alone (BENCH_BASELINE=HEAD
@@ -53,7 +55,10 @@ fi
 for round in $(seq "$rounds"); do
   # Only the first round is profiled.
   if [ "$round" -gt 1 ]; then profile_now=""; else profile_now=$profile; fi
-  env -u TEST_KAFKA BENCH_PPROF_SECONDS="${PPROF_SECONDS:-}" BENCH_PPROF_C="${PPROF_C:-}" BENCH_PPROF_FILE="$profile_now" \
+  # Every second round runs the variants in the reverse order (BENCH_ORDER): a variant's position
+  # in a round moved its figures by 10 to 20 % on this machine.
+  if [ $((round % 2)) -eq 0 ]; then order=reverse; else order=forward; fi
+  env -u TEST_KAFKA BENCH_ORDER="$order" BENCH_PPROF_SECONDS="${PPROF_SECONDS:-}" BENCH_PPROF_C="${PPROF_C:-}" BENCH_PPROF_FILE="$profile_now" \
     go test ./test -run '^$' -bench 'BenchmarkThroughput' -benchtime "${BENCHTIME:-3s}" -timeout 30m "$@" | tee -a "$out"
 done
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -159,6 +160,12 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	if baselineBinary != "" {
 		variants = append(variants, variant{"baseline", baselinePID, viaBaseline, baselineBase})
+	}
+	// BENCH_ORDER=reverse runs the variants of each concurrency in the reverse order
+	// (scripts/bench.sh reverses every second round): on this machine the position in a round
+	// alone moved a variant's figures by 10 to 20 %, so an A/B comparison must see both orders.
+	if os.Getenv("BENCH_ORDER") == "reverse" {
+		slices.Reverse(variants)
 	}
 	// BENCH_PPROF_C chooses the concurrency whose run is profiled (64 unless set).
 	profiledC := 64
