@@ -22,7 +22,8 @@
 # in the reverse order, as the position in a round biases a variant too. BENCHTIME (default 3s)
 # sets -benchtime of the throughput benchmark. PPROF_SECONDS=N profiles the coordinator process
 # over the first N seconds of its c=64 run (PPROF_C=16: its c=16 run; keep BENCHTIME longer) and
-# prints the profile's top entries; the profile is kept as test/artifacts/coordinator-c64.pprof (go tool pprof -http=:).
+# prints the profile's top entries; the profile is kept as test/artifacts/coordinator-c64.pprof
+# (go tool pprof -http=:).
 # BENCH_COORDINATOR_ENV="KAFKA_SHARED_MAX=1 ..." adds settings to the coordinator's, to compare
 # tunings (KAFKA_SHARED_MAX=1 is the coordinator without shared Kafka transactions).
 # BENCH_BASELINE_ENV="NAME=value ..." adds settings to the baseline alone (BENCH_BASELINE=HEAD

@@ -30,10 +30,7 @@ func inline2PCWith(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string, lo
 	gid := "bench_" + id
 	errc := make(chan error, 1)
 	go func() {
-		b := &pgx.Batch{}
-		b.Queue("BEGIN")
-		b.Queue("INSERT INTO orders (id, total) VALUES ($1, $2)", id, 1)
-		b.Queue("INSERT INTO bench_markers (gid) VALUES ($1)", gid)
+		b := benchWork(id, gid)
 		b.Queue("PREPARE TRANSACTION '" + gid + "'")
 		errc <- db.SendBatch(ctx, b).Close()
 	}()
@@ -73,13 +70,7 @@ func inline2PCGIDLog(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) 
 	}
 	defer conn.Release()
 	errc := make(chan error, 1)
-	go func() {
-		b := &pgx.Batch{}
-		b.Queue("BEGIN")
-		b.Queue("INSERT INTO orders (id, total) VALUES ($1, $2)", id, 1)
-		b.Queue("INSERT INTO bench_markers (gid) VALUES ($1)", "bench_"+id)
-		errc <- conn.SendBatch(ctx, b).Close()
-	}()
+	go func() { errc <- conn.SendBatch(ctx, benchWork(id, "bench_"+id)).Close() }()
 	ids, err := produceOne(ctx, cl, topic, id, value, true)
 	if sqlErr := <-errc; sqlErr != nil || err != nil {
 		_ = cl.EndTransaction(ctx, kgo.TryAbort)
@@ -99,6 +90,16 @@ func inline2PCGIDLog(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) 
 	}
 	_, err = conn.Exec(ctx, "COMMIT PREPARED '"+gid+"'")
 	return err
+}
+
+// benchWork is the SQL side of a benchmark request, up to its PREPARE: BEGIN, the insert, the
+// marker row.
+func benchWork(id, gid string) *pgx.Batch {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("INSERT INTO orders (id, total) VALUES ($1, $2)", id, 1)
+	b.Queue("INSERT INTO bench_markers (gid) VALUES ($1)", gid)
+	return b
 }
 
 // produceOne begins a Kafka transaction, produces one record and waits for its acknowledgement,

@@ -275,11 +275,7 @@ func dualWrite(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) error 
 		_, err := db.Exec(ctx, "INSERT INTO orders (id, total) VALUES ($1, $2)", id, 1)
 		errc <- err
 	}()
-	if err := cl.BeginTransaction(); err != nil {
-		return err
-	}
-	rec := &kgo.Record{Topic: topic, Key: []byte(id), Value: []byte(value)}
-	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	if _, err := produceOne(ctx, cl, topic, id, value, false); err != nil {
 		return err
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
