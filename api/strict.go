@@ -32,7 +32,8 @@ import (
 //   - an integer field whose number is not an integer of the field's size (1.5, 1e3,
 //     9223372036854775808): it is refused, never rounded or wrapped;
 //   - a number argument beyond float64 (1e400), which no SQL type takes as a number;
-//   - a NUL character in any string or key;
+//   - a NUL character in any string or key, except in what a Kafka record carries (its key,
+//     value and header values: strict_records.go);
 //   - nesting deeper than maxDepth.
 //
 // The body must be declared as JSON (Content-Type application/json, charset utf-8 if any).
@@ -168,6 +169,9 @@ func (w walker) value(t reflect.Type, path string, depth int) error {
 		}
 		return invalidAt(path, "must be "+kindName(t)+", not null")
 	}
+	if done, err := w.recordPart(t, tok, path, depth); done {
+		return err
+	}
 	switch t.Kind() {
 	case reflect.Interface:
 		return w.anyValue(tok, path, depth)
@@ -228,8 +232,14 @@ func (w walker) value(t reflect.Type, path string, depth int) error {
 	return invalidAt(path, "cannot be decoded") // no request type has other kinds
 }
 
-// object reads the members of an object whose '{' was read; field gives a key's type and path.
-func (w walker) object(path string, depth int, field func(key string) (reflect.Type, string, error)) error {
+// object reads the members of an object whose '{' was read; field gives a key's type and path,
+// read (optional; the strict walk by default) reads a member's value.
+func (w walker) object(path string, depth int, field func(key string) (reflect.Type, string, error),
+	read ...func(ft reflect.Type, fpath string, depth int) error) error {
+	member := w.value
+	if len(read) > 0 && read[0] != nil {
+		member = read[0]
+	}
 	var seen map[string]bool
 	for w.more() {
 		tok, err := w.token()
@@ -251,7 +261,7 @@ func (w walker) object(path string, depth int, field func(key string) (reflect.T
 			seen = make(map[string]bool, 8)
 		}
 		seen[key] = true
-		if err := w.value(ft, fpath, depth+1); err != nil {
+		if err := member(ft, fpath, depth+1); err != nil {
 			return err
 		}
 	}

@@ -155,6 +155,10 @@ func (c *Coordinator) runShared(ctx context.Context, w *work) (*Transaction, err
 		// B1: prepared before joining (or, sharing the SQL transaction, S1: the leader
 		// prepares it before producing).
 		err = c.phase1(pctx, w, false, false)
+		if err == nil {
+			// R2: its records are resolved from its results before it joins.
+			err = c.materialize(pctx, w)
+		}
 	}
 	st.end(err)
 	if err != nil {

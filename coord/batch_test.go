@@ -115,7 +115,7 @@ func runBatchWith(t *testing.T, shareSQL bool, faults func(*world) func(int, str
 
 func batchRequest(id string) coord.Request {
 	return coord.Request{ID: id, SQL: []coord.Statement{stmt("INSERT INTO t VALUES ($1)", id)},
-		Kafka: []coord.Record{{Topic: "t", Value: ptr(id)}}}
+		Kafka: []coord.Record{{Topic: "t", Value: coord.Text(id)}}}
 }
 
 // check asserts atomicity and truthful answers for every request, and returns the states.

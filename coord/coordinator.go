@@ -41,6 +41,9 @@ type Config struct {
 	Ownership Ownership
 	// Batch shares Kafka transactions between concurrent requests (batch.go); zero: none.
 	Batch BatchConfig
+	// Schemas encodes avro, protobuf and jsonschema payloads (record.go); nil: no Schema
+	// Registry, and those types are refused.
+	Schemas Schemas
 }
 
 // Coordinator runs global transactions over the Kafka and SQL participants with the log.
@@ -118,6 +121,12 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 	}
 	if len(req.Kafka) > 0 && c.kafka == nil {
 		return nil, invalid("kafka", "this coordinator has no Kafka configured")
+	}
+	if len(req.Kafka) > 0 {
+		// R1: every byte that does not name a statement's result is known before anything runs.
+		if err := c.encodeRecords(ctx, &req); err != nil {
+			return nil, err
+		}
 	}
 	if req.ID == "" {
 		req.ID = newID()
@@ -393,7 +402,9 @@ func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase, withKafka b
 		errOnce.Do(func() { firstErr = err })
 	}
 
-	if withKafka && len(w.req.Kafka) > 0 {
+	// R2: records that name a statement's result are produced once the statements ran.
+	derived := withKafka && len(w.req.Kafka) > 0 && w.req.Derived()
+	if withKafka && len(w.req.Kafka) > 0 && !derived {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -418,6 +429,12 @@ func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase, withKafka b
 		return firstErr
 	}
 	w.t.SQL = results
+	if derived {
+		if err := c.materialize(ctx, w); err != nil {
+			return err
+		}
+		return c.kafkaPhase1(ctx, w)
+	}
 	return nil
 }
 

@@ -548,6 +548,8 @@ func (k fakeKafka) end(ctx context.Context, op string, pid int64, commit bool) e
 	return nil
 }
 
+func (k fakeKafka) CheckSizes(context.Context, []coord.Record) error { return nil }
+
 func (k fakeKafka) CheckRecords(ctx context.Context, recs []coord.Record) error {
 	for _, r := range recs {
 		if r.Topic == "missing" {
@@ -588,7 +590,8 @@ func values(recs []coord.Record) []string {
 	var vs []string
 	for _, r := range recs {
 		if r.Value != nil {
-			vs = append(vs, *r.Value)
+			b, _ := r.Value.Resolved()
+			vs = append(vs, string(b))
 		}
 	}
 	return vs

@@ -18,6 +18,10 @@ type Kafka interface {
 	// CheckRecords checks that every record's topic and partition exist (a request sharing a
 	// Kafka transaction is checked before it joins, so its mistake stays its own).
 	CheckRecords(ctx context.Context, recs []Record) error
+	// CheckSizes refuses a resolved record larger than its topic takes (max.message.bytes, and
+	// the producer's batch bound) with an error matching ErrInvalidRequest that names it; records
+	// of topics it cannot look up are left to CheckRecords.
+	CheckSizes(ctx context.Context, recs []Record) error
 }
 
 // KafkaTxn is one Kafka transaction on a leased transactional.id.

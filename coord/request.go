@@ -30,13 +30,14 @@ type Statement struct {
 	Args []any  `json:"args,omitempty"`
 }
 
-// Record is one Kafka record. Key and Value nil mean a null key or value.
+// Record is one Kafka record (record.go). Key and Value nil mean a null key or value.
 type Record struct {
-	Topic     string            `json:"topic"`
-	Partition *int32            `json:"partition,omitempty"`
-	Key       *string           `json:"key"`
-	Value     *string           `json:"value"`
-	Headers   map[string]string `json:"headers,omitempty"`
+	Topic     string     `json:"topic"`
+	Partition *int32     `json:"partition,omitempty"`
+	Key       *Payload   `json:"key"`
+	Value     *Payload   `json:"value"`
+	Headers   Headers    `json:"headers,omitempty"`
+	Timestamp *Timestamp `json:"timestamp,omitempty"`
 }
 
 // MinTimeout is the smallest time budget a request may ask for: a smaller one cannot even cover
@@ -59,6 +60,9 @@ type Limits struct {
 	// ConfinedSQL: client statements run as a configured role (sqltxn), so statements that
 	// could leave it through dynamic SQL (DO, CALL) are refused too.
 	ConfinedSQL bool
+	// MaxRecordBytes bounds the decoded bytes of a request's records together (their keys,
+	// values and headers as Kafka carries them); 0: no bound.
+	MaxRecordBytes int64
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
@@ -118,8 +122,12 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 			}
 		}
 	}
-	for i, rec := range r.Kafka {
+	for i := range r.Kafka {
+		rec := &r.Kafka[i]
 		field := "kafka[" + strconv.Itoa(i) + "]"
+		if err := rec.check(field, len(r.SQL)); err != nil {
+			return err
+		}
 		if rec.Topic == "" {
 			return invalid(field+".topic", "must not be empty")
 		}

@@ -22,7 +22,7 @@ func ptr[T any](v T) *T { return &v }
 
 func stmt(s string, args ...any) coord.Statement { return coord.Statement{Statement: s, Args: args} }
 
-func rec(topic string) coord.Record { return coord.Record{Topic: topic, Value: ptr("v")} }
+func rec(topic string) coord.Record { return coord.Record{Topic: topic, Value: coord.Text("v")} }
 
 // requireInvalid asserts that err is an *coord.InvalidError for field that matches
 // coord.ErrInvalidRequest.
@@ -243,7 +243,7 @@ func baseRequest() coord.Request {
 			{Database: "orders", Statement: "UPDATE o SET n = n + 1"},
 		},
 		Kafka: []coord.Record{
-			{Topic: "events", Key: ptr("k"), Value: ptr("v"), Headers: map[string]string{"a": "1", "b": "2"}},
+			{Topic: "events", Key: coord.Text("k"), Value: coord.Text("v"), Headers: coord.TextHeaders("a", "1", "b", "2")},
 			{Topic: "audit", Partition: ptr(int32(2))},
 		},
 		Timeout: 5 * time.Second,
@@ -260,12 +260,7 @@ func TestDigestEqual(t *testing.T) {
 		{"other timeout", func(r *coord.Request) { r.Timeout = 25 * time.Second }},
 		{"no timeout", func(r *coord.Request) { r.Timeout = 0 }},
 		{"other id", func(r *coord.Request) { r.ID = "r2" }},
-		{"headers built in another order", func(r *coord.Request) {
-			h := map[string]string{}
-			h["b"] = "2"
-			h["a"] = "1"
-			r.Kafka[0].Headers = h
-		}},
+		{"headers built again", func(r *coord.Request) { r.Kafka[0].Headers = coord.TextHeaders("a", "1", "b", "2") }},
 	}
 	want := baseRequest()
 	for _, tt := range tests {
@@ -294,11 +289,15 @@ func TestDigestDiffers(t *testing.T) {
 		{"statement order", func(r *coord.Request) { r.SQL[0], r.SQL[1] = r.SQL[1], r.SQL[0] }},
 		{"statement dropped", func(r *coord.Request) { r.SQL = r.SQL[:1] }},
 		{"topic", func(r *coord.Request) { r.Kafka[0].Topic = "events2" }},
-		{"key", func(r *coord.Request) { r.Kafka[0].Key = ptr("k2") }},
+		{"key", func(r *coord.Request) { r.Kafka[0].Key = coord.Text("k2") }},
 		{"null key", func(r *coord.Request) { r.Kafka[0].Key = nil }},
-		{"empty key", func(r *coord.Request) { r.Kafka[0].Key = ptr("") }},
-		{"value", func(r *coord.Request) { r.Kafka[0].Value = ptr("w") }},
-		{"header value", func(r *coord.Request) { r.Kafka[0].Headers = map[string]string{"a": "1", "b": "3"} }},
+		{"empty key", func(r *coord.Request) { r.Kafka[0].Key = coord.Text("") }},
+		{"value", func(r *coord.Request) { r.Kafka[0].Value = coord.Text("w") }},
+		{"binary value", func(r *coord.Request) { r.Kafka[0].Value = coord.Bytes([]byte{0, 'v'}) }},
+		{"header value", func(r *coord.Request) { r.Kafka[0].Headers = coord.TextHeaders("a", "1", "b", "3") }},
+		{"header order", func(r *coord.Request) { r.Kafka[0].Headers = coord.TextHeaders("b", "2", "a", "1") }},
+		{"header repeated", func(r *coord.Request) { r.Kafka[0].Headers = coord.TextHeaders("a", "1", "a", "1", "b", "2") }},
+		{"timestamp", func(r *coord.Request) { r.Kafka[0].Timestamp = coord.At(time.UnixMilli(1700000000000)) }},
 		{"partition", func(r *coord.Request) { r.Kafka[1].Partition = ptr(int32(3)) }},
 		{"partition unset", func(r *coord.Request) { r.Kafka[1].Partition = nil }},
 		{"record dropped", func(r *coord.Request) { r.Kafka = r.Kafka[:1] }},

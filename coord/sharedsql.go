@@ -82,6 +82,11 @@ func (c *Coordinator) sharesSQL(w *work) bool {
 	if !c.cfg.Batch.ShareSQL || len(w.req.Databases()) != 1 {
 		return false
 	}
+	if w.req.Derived() {
+		// R2: its records are resolved from its own results before it joins, so its SQL is
+		// prepared on its own first (B1), like a member whose statements cannot share.
+		return false
+	}
 	for _, s := range w.req.SQL {
 		if !sqlpolicy.Shareable(s.Statement) {
 			return false

@@ -37,7 +37,7 @@ func twoDBsAndKafka(id string) coord.Request {
 			{Statement: "INSERT INTO orders VALUES ($1)", Args: []any{"secret-arg"}},
 			{Database: "orders", Statement: "INSERT INTO orders VALUES ($1)", Args: []any{"secret-arg"}},
 		},
-		Kafka: []coord.Record{{Topic: "orders", Value: ptr("secret-value")}}}
+		Kafka: []coord.Record{{Topic: "orders", Value: coord.Text("secret-value")}}}
 }
 
 // spanTree indexes exported spans by name and by span id.

@@ -101,11 +101,13 @@ type KafkaState struct {
 	Records       []RecordOffset `json:"records"`
 }
 
-// RecordOffset is where one produced record landed.
+// RecordOffset is where one produced record landed, and its timestamp as Kafka stored it (the
+// request's, or the producer's time; zero in rows logged before timestamps were kept).
 type RecordOffset struct {
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	Offset    int64  `json:"offset"`
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Timestamp time.Time `json:"timestamp,omitzero"`
 }
 
 // SQLResult is the outcome of one statement, in request order.

@@ -333,16 +333,16 @@ func TestPartitionerKeyed(t *testing.T) {
 func TestToKgoPartition(t *testing.T) {
 	t.Parallel()
 	zero, three := int32(0), int32(3)
-	key := "k"
+	key := coord.Text("k")
 	tests := []struct {
 		name     string
 		rec      coord.Record
 		explicit bool
 		want     int32
 	}{
-		{"no partition", coord.Record{Topic: "t", Key: &key}, false, 0},
+		{"no partition", coord.Record{Topic: "t", Key: key}, false, 0},
 		{"partition 0", coord.Record{Topic: "t", Partition: &zero}, true, 0},
-		{"partition 3", coord.Record{Topic: "t", Key: &key, Partition: &three}, true, 3},
+		{"partition 3", coord.Record{Topic: "t", Key: key, Partition: &three}, true, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

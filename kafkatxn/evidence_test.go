@@ -111,7 +111,7 @@ func kfakePool(t *testing.T, topic string, partitions int32) (*Pool, *kfake.Clus
 	return p, c
 }
 
-func key(s string) *string { return &s }
+func key(s string) *coord.Payload { return coord.Text(s) }
 
 // TestPrepareChecksWriters: a real transaction's records are all written by the ids Prepare
 // returns, and those ids commit it.

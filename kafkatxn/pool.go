@@ -60,8 +60,19 @@ type producer struct {
 
 type topicInfo struct {
 	partitions int
+	maxBytes   int // the topic's max.message.bytes; 0: not known
 	checked    time.Time
 }
+
+// producerBatchMaxBytes bounds a record batch the producers build (kgo's default, set
+// explicitly so that CheckSizes and the producers agree): a record larger than it, or than its
+// topic's max.message.bytes, can never be written.
+const producerBatchMaxBytes = 1000012
+
+// sizeLookupBound bounds CheckSizes' metadata look-up of a topic it has not seen: the check
+// runs before the request is logged, within the caller's budget, and a broker that does not
+// answer is left to the produce path to report.
+const sizeLookupBound = 500 * time.Millisecond
 
 // topicCacheTTL bounds how long a known topic's partition count is trusted.
 const topicCacheTTL = 30 * time.Second
@@ -196,6 +207,7 @@ func (p *Pool) newProducer(id string) (*producer, error) {
 		kgo.TransactionTimeout(p.cfg.TransactionTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(producerBatchMaxBytes),
 		kgo.RecordPartitioner(newPartitioner()),
 		// Topics are checked before a transaction begins (Txn.Begin); a topic deleted since
 		// fails the record after one metadata refresh instead of four.
@@ -350,10 +362,11 @@ func (p *Pool) checkTopics(ctx context.Context, recs []coord.Record) error {
 	if err != nil {
 		return fmt.Errorf("metadata for topics %v: %w", missing, err)
 	}
+	limits := p.topicLimits(ctx, details)
 	p.mu.Lock()
 	for _, d := range details {
 		if d.Err == nil {
-			p.topics[d.Topic] = topicInfo{partitions: len(d.Partitions), checked: now}
+			p.topics[d.Topic] = topicInfo{partitions: len(d.Partitions), maxBytes: limits[d.Topic], checked: now}
 		}
 	}
 	p.mu.Unlock()
@@ -368,6 +381,67 @@ func (p *Pool) checkTopics(ctx context.Context, recs []coord.Record) error {
 		if r.Partition != nil && ok && int(*r.Partition) >= len(d.Partitions) {
 			return fmt.Errorf("kafka[%d]: topic %q has %d partitions, no partition %d: %w",
 				i, r.Topic, len(d.Partitions), *r.Partition, errUnknownTopic)
+		}
+	}
+	return nil
+}
+
+// topicLimits reads the max.message.bytes of the topics found; a topic whose configuration
+// cannot be read is left out (only the producer's bound then applies).
+func (p *Pool) topicLimits(ctx context.Context, details kadm.TopicDetails) map[string]int {
+	var names []string
+	for _, d := range details {
+		if d.Err == nil {
+			names = append(names, d.Topic)
+		}
+	}
+	limits := map[string]int{}
+	if len(names) == 0 {
+		return limits
+	}
+	rcs, err := p.adm.DescribeTopicConfigs(ctx, names...)
+	if err != nil {
+		p.cfg.Logger.Warn("kafka: cannot read the topics' max.message.bytes; only the producer's bound is checked",
+			"topics", names, "error", err)
+		return limits
+	}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			continue
+		}
+		for _, c := range rc.Configs {
+			if c.Key == "max.message.bytes" && c.Value != nil {
+				if n, err := strconv.Atoi(*c.Value); err == nil && n > 0 {
+					limits[rc.Name] = n
+				}
+			}
+		}
+	}
+	return limits
+}
+
+// CheckSizes refuses a resolved record that its topic cannot take (max.message.bytes, read
+// with the topic's metadata and refreshed with it, and the producer's batch bound), naming it.
+func (p *Pool) CheckSizes(ctx context.Context, recs []coord.Record) error {
+	lctx, cancel := context.WithTimeout(ctx, sizeLookupBound)
+	_ = p.checkTopics(lctx, recs) // fills the cache; what it finds wrong, CheckRecords reports
+	cancel()
+	for i := range recs {
+		r := &recs[i]
+		n, ok := r.WireSize()
+		if !ok {
+			continue
+		}
+		limit, what := producerBatchMaxBytes, "the producer's record batch bound"
+		p.mu.Lock()
+		ti, known := p.topics[r.Topic]
+		p.mu.Unlock()
+		if known && ti.maxBytes > 0 && ti.maxBytes < limit {
+			limit, what = ti.maxBytes, "its max.message.bytes"
+		}
+		if n > limit {
+			return &coord.InvalidError{Field: "kafka[" + strconv.Itoa(i) + "]",
+				Reason: fmt.Sprintf("the record takes %d bytes in a record batch; topic %q takes at most %d (%s)", n, r.Topic, limit, what)}
 		}
 	}
 	return nil

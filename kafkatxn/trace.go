@@ -39,8 +39,8 @@ func traceHeaders(ctx context.Context) []kgo.RecordHeader {
 
 // hasTraceParent reports whether the client gave the record a traceparent header of its own.
 func hasTraceParent(r coord.Record) bool {
-	for k := range r.Headers {
-		if strings.EqualFold(k, TraceParentHeader) {
+	for _, h := range r.Headers {
+		if strings.EqualFold(h.Name, TraceParentHeader) {
 			return true
 		}
 	}

@@ -84,26 +84,40 @@ func (t *Txn) produce(ctx context.Context, recs []coord.Record) {
 				}
 				return
 			}
-			t.offsets[i] = coord.RecordOffset{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset}
+			t.offsets[i] = coord.RecordOffset{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset,
+				Timestamp: kr.Timestamp.UTC()}
 			t.writers[i] = writer{producerID: kr.ProducerID, epoch: kr.ProducerEpoch, written: true}
 		})
 	}
 }
 
+// toKgo is the record as Kafka carries it; every part is resolved by now (coord: R1, R2).
 func toKgo(r coord.Record) *kgo.Record {
 	kr := &kgo.Record{Topic: r.Topic}
 	if r.Key != nil {
-		kr.Key = []byte(*r.Key)
+		kr.Key, _ = r.Key.Resolved()
+		if kr.Key == nil {
+			kr.Key = []byte{} // an empty key, not a null one
+		}
 	}
 	if r.Value != nil {
-		kr.Value = []byte(*r.Value)
+		kr.Value, _ = r.Value.Resolved()
+		if kr.Value == nil {
+			kr.Value = []byte{}
+		}
 	}
 	if r.Partition != nil {
 		kr.Partition = *r.Partition
 		withExplicitPartition(kr)
 	}
-	for k, v := range r.Headers {
-		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	if r.Timestamp != nil {
+		kr.Timestamp = r.Timestamp.Time()
+	}
+	if len(r.Headers) > 0 {
+		kr.Headers = make([]kgo.RecordHeader, len(r.Headers))
+		for i, h := range r.Headers {
+			kr.Headers[i] = kgo.RecordHeader{Key: h.Name, Value: h.Value}
+		}
 	}
 	return kr
 }

@@ -20,15 +20,15 @@ type PartitionTxn struct {
 // TransactionsOnPartition returns the logged transactions of one producer (transactional id and
 // producer id) with a record on the partition at or after offset from, by their first offset
 // there: the transactions whose records a transaction left open on that partition since from
-// holds (a hanging transaction, kafkatxn/hanging.go). Records are logged with prepared, so a
-// transaction that was never prepared is not among them.
+// holds (a hanging transaction, kafkatxn/hanging.go). Only rows that were prepared count: a row
+// aborted before prepared may name the ids and records it used, but it never committed them.
 func (l *Log) TransactionsOnPartition(ctx context.Context, transactionalID string, producerID int64,
 	topic string, partition int32, from int64) ([]PartitionTxn, error) {
 	rows, err := l.pool.Query(ctx, `SELECT * FROM (
 	SELECT `+columns+`, (SELECT min((r->>'offset')::bigint) FROM jsonb_array_elements(kafka_records) r
 		WHERE r->>'topic' = $3 AND (r->>'partition')::int = $4) AS first_offset
 	FROM coordinator_transactions
-	WHERE transactional_id = $1 AND producer_id = $2
+	WHERE transactional_id = $1 AND producer_id = $2 AND prepared_at IS NOT NULL
 	  AND kafka_records @> jsonb_build_array(jsonb_build_object('topic', $3::text, 'partition', $4::int))
 ) t WHERE first_offset >= $5 ORDER BY first_offset`, transactionalID, producerID, topic, partition, from)
 	if err != nil {

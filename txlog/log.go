@@ -144,12 +144,28 @@ func (l *Log) transition(ctx context.Context, t *coord.Transaction, to coord.Sta
 		ep, ec, em, es = &e.Participant, &class, &e.Message, nilIfEmpty(e.SQLState)
 	}
 	finished := to.Final()
+	// The Kafka ids the request used, when it got that far, are kept with the outcome (a row
+	// aborted before prepared names the transaction its records were in, as its answer did); a
+	// prepared row keeps the ids it was prepared with.
+	var tid *string
+	var pid *int64
+	var epoch *int16
+	var pstate *string
+	if k := t.Kafka; k != nil && k.TransactionalID != "" {
+		ps := k.PreparedState
+		if ps == "" {
+			ps = k.KafkaIDs.PreparedState()
+		}
+		tid, pid, epoch, pstate = &k.TransactionalID, &k.ProducerID, &k.ProducerEpoch, &ps
+	}
 	return l.update(ctx, t, to, "COALESCE($12::timestamptz, now())", `
     kafka_records = CASE WHEN $4::jsonb = '[]'::jsonb THEN kafka_records ELSE $4 END,
     sql_gids = $5, sql_results = $6, error_participant = $7, error_class = $8,
     error_message = $9, error_sqlstate = $10,
-    finished_at = CASE WHEN $11 THEN COALESCE($12::timestamptz, now()) ELSE finished_at END`,
-		recsJSON, gids, results, ep, ec, em, es, finished, stampArg(at))
+    finished_at = CASE WHEN $11 THEN COALESCE($12::timestamptz, now()) ELSE finished_at END,
+    transactional_id = COALESCE(transactional_id, $13), producer_id = COALESCE(producer_id, $14),
+    producer_epoch = COALESCE(producer_epoch, $15), prepared_state = COALESCE(prepared_state, $16)`,
+		recsJSON, gids, results, ep, ec, em, es, finished, stampArg(at), tid, pid, epoch, pstate)
 }
 
 // stampArg is a stamp as a statement argument: NULL when zero (the server's now()).

@@ -1,0 +1,157 @@
+package api
+
+import (
+	"encoding/json"
+	"reflect"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/kpgtx/coordinator/coord"
+)
+
+// The strict walk of a Kafka record's parts (coord/record.go). Kafka carries bytes, so a NUL
+// character is refused nowhere in what a record carries: a plain-string key or value, a typed
+// payload's data, a header's value (the log never stores any of it). The shapes are checked
+// here, naming the field; what the values mean (base64, a type's data, a reference, a
+// timestamp's text) is checked by coord's Request.Validate.
+
+var (
+	payloadType    = reflect.TypeFor[coord.Payload]()
+	rawMessageType = reflect.TypeFor[json.RawMessage]()
+	headersType    = reflect.TypeFor[coord.Headers]()
+	timestampType  = reflect.TypeFor[coord.Timestamp]()
+)
+
+// headerEntry is the list form of one header, for the walk.
+type headerEntry struct {
+	Name     string  `json:"name"`
+	Value    *string `json:"value"`
+	ValueB64 string  `json:"value_b64"`
+	From     string  `json:"from"`
+}
+
+var headerEntryType = reflect.TypeFor[headerEntry]()
+
+// recordPart walks the value tok starts when t is one of a record's parts; done is false for
+// any other type (and a payload object, walked as the struct it is).
+func (w walker) recordPart(t reflect.Type, tok jsontext.Token, path string, depth int) (done bool, err error) {
+	kind := tok.Kind()
+	switch t {
+	case payloadType:
+		switch kind {
+		case '"':
+			return true, nil // UTF-8 text; NUL allowed
+		case '{':
+			return false, nil // {"type", "data", ...}: the struct's fields
+		}
+		return true, invalidAt(path, `must be a string, an object with "type" and "data", or null, not `+jsonKind(kind))
+	case rawMessageType:
+		return true, w.data(tok, path, depth)
+	case timestampType:
+		if kind != '"' && kind != '0' {
+			return true, invalidAt(path, "must be RFC 3339 text or epoch milliseconds, not "+jsonKind(kind))
+		}
+		return true, nil
+	case headersType:
+		switch kind {
+		case '{':
+			return true, w.object(path, depth, func(key string) (reflect.Type, string, error) {
+				return nil, path + "[" + quote(key) + "]", nil
+			}, w.headerText)
+		case '[':
+			for i := 0; w.more(); i++ {
+				if err := w.headerEntry(index(path, i), depth+1); err != nil {
+					return true, err
+				}
+			}
+			_, err := w.token() // ]
+			return true, err
+		}
+		return true, invalidAt(path, "must be an object of name → text, or an array of {name, value | value_b64 | from}, not "+jsonKind(kind))
+	}
+	return false, nil
+}
+
+// headerText reads the value of one header of the object form: text, NUL allowed.
+func (w walker) headerText(_ reflect.Type, path string, _ int) error {
+	tok, err := w.token()
+	if err != nil {
+		return err
+	}
+	if tok.Kind() != '"' {
+		return invalidAt(path, "must be a string, not "+jsonKind(tok.Kind()))
+	}
+	return nil
+}
+
+// headerEntry reads one entry of the list form.
+func (w walker) headerEntry(path string, depth int) error {
+	tok, err := w.token()
+	if err != nil {
+		return err
+	}
+	if tok.Kind() != '{' {
+		return invalidAt(path, "must be an object {name, value | value_b64 | from}, not "+jsonKind(tok.Kind()))
+	}
+	return w.object(path, depth, func(key string) (reflect.Type, string, error) {
+		ft, ok := fieldByName(headerEntryType, key)
+		if !ok {
+			return nil, "", invalidAt(join(path, key), "unknown field; a header entry has name, value, value_b64 or from")
+		}
+		return ft, join(path, key), nil
+	}, func(ft reflect.Type, fpath string, depth int) error {
+		if fpath == join(path, "value") || fpath == join(path, "name") {
+			return w.text(ft, fpath)
+		}
+		return w.value(ft, fpath, depth)
+	})
+}
+
+// text reads a string (or null where ft is a pointer) in which NUL is allowed.
+func (w walker) text(ft reflect.Type, path string) error {
+	tok, err := w.token()
+	if err != nil {
+		return err
+	}
+	switch tok.Kind() {
+	case '"':
+		return nil
+	case 'n':
+		if ft.Kind() == reflect.Pointer {
+			return nil
+		}
+	}
+	return invalidAt(path, "must be a string, not "+jsonKind(tok.Kind()))
+}
+
+// data reads a typed payload's data: any JSON value, NUL allowed in its strings, duplicate keys
+// refused, nesting bounded.
+func (w walker) data(tok jsontext.Token, path string, depth int) error {
+	if depth > maxDepth {
+		return invalidAt(path, "nested deeper than the limit")
+	}
+	switch tok.Kind() {
+	case '[':
+		for i := 0; w.more(); i++ {
+			next, err := w.token()
+			if err != nil {
+				return err
+			}
+			if err := w.data(next, index(path, i), depth+1); err != nil {
+				return err
+			}
+		}
+		_, err := w.token() // ]
+		return err
+	case '{':
+		return w.object(path, depth, func(key string) (reflect.Type, string, error) {
+			return rawMessageType, path + "[" + quote(key) + "]", nil
+		}, nil)
+	}
+	return nil
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -1,0 +1,270 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// SchemaRef names a Schema Registry schema: by ID, or by Subject and Version (0: the latest).
+// Message names a Protobuf message (empty: the schema's first).
+type SchemaRef struct {
+	ID      int
+	Subject string
+	Version int
+	Message string
+}
+
+// Schemas encodes schema-typed payloads in the Confluent wire format (the registry package,
+// wired by service).
+type Schemas interface {
+	// Encode returns the framed bytes of data (one JSON value). A *SchemaError says the schema
+	// is not there or data does not fit it; any other error: the registry could not be asked.
+	Encode(ctx context.Context, t PayloadType, ref SchemaRef, data []byte) ([]byte, error)
+}
+
+// SchemaError is data that does not fit its schema, or a schema that is not in the registry.
+// Path names the field inside the data ("" for the schema itself).
+type SchemaError struct {
+	Path   string
+	Reason string
+}
+
+func (e *SchemaError) Error() string {
+	if e.Path == "" {
+		return e.Reason
+	}
+	return e.Path + ": " + e.Reason
+}
+
+// encodeRecords encodes the schema-typed payloads that name no statement's result, and checks
+// every resolved record's size, before anything runs (R1): a mismatch is a 400 naming the
+// field, a registry that cannot be asked a 503.
+func (c *Coordinator) encodeRecords(ctx context.Context, req *Request) error {
+	total := 0
+	for i := range req.Kafka {
+		r := &req.Kafka[i]
+		field := "kafka[" + strconv.Itoa(i) + "]"
+		for _, part := range r.parts() {
+			p := part.p
+			if p.resolved || p.From != "" || !p.Type.Schema() {
+				continue
+			}
+			b, err := c.encodeSchema(ctx, field+"."+part.name, p, p.Data)
+			var se *SchemaError
+			switch {
+			case errors.As(err, &se):
+				return invalid(field+"."+part.name+dataPath(se.Path), se.Reason)
+			case err != nil:
+				return err
+			}
+			p.resolve(b)
+		}
+		if n, ok := r.WireSize(); ok {
+			total += n
+		}
+	}
+	if err := c.limitRecordBytes(total); err != nil {
+		return err
+	}
+	if c.kafka != nil {
+		return c.kafka.CheckSizes(ctx, req.Kafka)
+	}
+	return nil
+}
+
+// limitRecordBytes applies the request's cap to its records' decoded bytes.
+func (c *Coordinator) limitRecordBytes(total int) error {
+	if max := c.cfg.Limits.MaxRecordBytes; max > 0 && int64(total) > max {
+		return invalid("kafka", fmt.Sprintf("the records come to %d bytes once decoded, at most %d allowed (COORDINATOR_MAX_BODY_BYTES)", total, max))
+	}
+	return nil
+}
+
+// encodeSchema asks the registry to encode data; an error that is not a *SchemaError is the
+// registry's unavailability (503, nothing run).
+func (c *Coordinator) encodeSchema(ctx context.Context, field string, p *Payload, data []byte) ([]byte, error) {
+	if c.cfg.Schemas == nil {
+		return nil, &SchemaError{Reason: fmt.Sprintf("type %s needs a Schema Registry, and none is configured (COORDINATOR_SCHEMA_REGISTRY_URL)", p.Type)}
+	}
+	b, err := c.cfg.Schemas.Encode(ctx, p.Type, p.schemaRef(), data)
+	var se *SchemaError
+	if err != nil && !errors.As(err, &se) {
+		return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: &Failure{Participant: ParticipantKafka,
+			Class: ClassRetriable, Unavailable: true, Err: fmt.Errorf("%s: schema registry: %w", field, err)}}
+	}
+	return b, err
+}
+
+func dataPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	if p[0] == '[' {
+		return ".data" + p
+	}
+	return ".data." + p
+}
+
+type namedPart struct {
+	name string
+	p    *Payload
+}
+
+func (r *Record) parts() []namedPart {
+	var ps []namedPart
+	if r.Key != nil {
+		ps = append(ps, namedPart{"key", r.Key})
+	}
+	if r.Value != nil {
+		ps = append(ps, namedPart{"value", r.Value})
+	}
+	return ps
+}
+
+// errReference: a record names a statement's result that is not there (R2); the request aborts.
+var errReference = errors.New("the record names a statement result that is not there")
+
+// materialize resolves the parts of w's records that name its statements' results (R2), once
+// its statements ran, and checks the records' sizes. Its error aborts the request (409; 503 when
+// the registry could not be asked).
+func (c *Coordinator) materialize(ctx context.Context, w *work) error {
+	if !w.req.Derived() {
+		return nil
+	}
+	results := w.t.SQL
+	total := 0
+	for i := range w.req.Kafka {
+		r := &w.req.Kafka[i]
+		field := "kafka[" + strconv.Itoa(i) + "]"
+		for _, part := range r.parts() {
+			p := part.p
+			if p.From == "" {
+				continue // a part resolved from a result is resolved again on a rerun
+			}
+			name := field + "." + part.name
+			v, err := lookup(results, p.From, len(w.req.SQL))
+			if err != nil {
+				return referenceFailure(name, p.From, err)
+			}
+			b, err := c.payloadFrom(ctx, name, p, v)
+			if err != nil {
+				return err
+			}
+			p.resolve(b)
+		}
+		for j := range r.Headers {
+			h := &r.Headers[j]
+			if h.form != headerFrom {
+				continue
+			}
+			h.Value = nil
+			name := field + ".headers[" + strconv.Itoa(j) + "]"
+			v, err := lookup(results, h.From, len(w.req.SQL))
+			if err != nil {
+				return referenceFailure(name, h.From, err)
+			}
+			if v != nil {
+				b, err := textOf(v)
+				if err != nil {
+					return referenceFailure(name, h.From, err)
+				}
+				h.Value = b
+			}
+			h.done = true
+		}
+		n, _ := r.WireSize()
+		total += n
+	}
+	err := c.limitRecordBytes(total)
+	if err == nil {
+		err = c.kafka.CheckSizes(ctx, w.req.Kafka)
+	}
+	if err != nil {
+		// The statements ran: an abort (409), not a malformed request (the chain would say 400).
+		return &Failure{Participant: ParticipantKafka, Class: ClassAbortable, Err: errors.New(err.Error())}
+	}
+	return nil
+}
+
+func referenceFailure(field, from string, err error) error {
+	return &Failure{Participant: ParticipantKafka, Class: ClassAbortable,
+		Err: fmt.Errorf("%s.from %q: %w: %v", field, from, errReference, err)}
+}
+
+// payloadFrom is the payload of p's type built from a statement's result v.
+func (c *Coordinator) payloadFrom(ctx context.Context, field string, p *Payload, v any) ([]byte, error) {
+	switch p.Type {
+	case TypeJSON:
+		return json.Marshal(v)
+	case TypeString, TypeBinary:
+		if u, ok := v.([16]byte); ok && p.Type == TypeString {
+			v = uuidText(u)
+		}
+		b, err := textOf(v)
+		if err != nil {
+			return nil, referenceFailure(field, p.From, err)
+		}
+		if v == nil {
+			return nil, referenceFailure(field, p.From, errors.New("the column is NULL: leave the key or value out (null) instead"))
+		}
+		return b, nil
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, referenceFailure(field, p.From, err)
+	}
+	b, err := c.encodeSchema(ctx, field, p, data)
+	var se *SchemaError
+	if errors.As(err, &se) {
+		return nil, &Failure{Participant: ParticipantKafka, Class: ClassAbortable,
+			Err: fmt.Errorf("%s.from %q: the result does not fit the schema: %s", field, p.From, se.Error())}
+	}
+	return b, err
+}
+
+// lookup finds the value a reference names: a row (map) or a column's value.
+func lookup(results []SQLResult, from string, nSQL int) (any, error) {
+	ref, err := parseRef(from, nSQL)
+	if err != nil {
+		return nil, err
+	}
+	if ref.stmt >= len(results) {
+		return nil, fmt.Errorf("statement sql[%d] has no result", ref.stmt)
+	}
+	rows := results[ref.stmt].Rows
+	if ref.row >= len(rows) {
+		return nil, fmt.Errorf("statement sql[%d] returned %d rows, no row %d (use RETURNING or SELECT)", ref.stmt, len(rows), ref.row)
+	}
+	row := rows[ref.row]
+	if ref.column == "" {
+		return row, nil
+	}
+	v, ok := row[ref.column]
+	if !ok {
+		return nil, fmt.Errorf("row %d of sql[%d] has no column %q", ref.row, ref.stmt, truncateText(ref.column, 60))
+	}
+	return v, nil
+}
+
+func uuidText(u [16]byte) string {
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+// textOf is the bytes of a column's value as a string or binary payload or a header: text as
+// its UTF-8 bytes, bytea as its bytes, a uuid as its 16 bytes, anything else as its JSON text.
+func textOf(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return []byte(x), nil
+	case []byte:
+		return x, nil
+	case [16]byte:
+		return x[:], nil
+	}
+	return json.Marshal(v)
+}
