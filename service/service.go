@@ -162,9 +162,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 	}
 
 	s.Coord = coord.New(coord.Config{
-		Instance:       cfg.Instance,
-		GIDPrefix:      cfg.GIDPrefix,
-		Limits:         coord.Limits{MaxStatements: cfg.MaxStatements, MaxRecords: cfg.MaxRecords, MaxTimeout: cfg.MaxTimeout, Statements: cfg.Statements, Topics: cfg.Topics, ConfinedSQL: cfg.StatementRole != "",
+		Instance:  cfg.Instance,
+		GIDPrefix: cfg.GIDPrefix,
+		Limits: coord.Limits{MaxStatements: cfg.MaxStatements, MaxRecords: cfg.MaxRecords, MaxTimeout: cfg.MaxTimeout, Statements: cfg.Statements, Topics: cfg.Topics, ConfinedSQL: cfg.StatementRole != "",
 			MaxRecordBytes: cfg.MaxBodyBytes},
 		DefaultTimeout: cfg.DefaultTimeout,
 		FinishTimeout:  cfg.FinishTimeout,

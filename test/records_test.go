@@ -39,7 +39,7 @@ func (e *env) landed(r response, n int) *kgo.Record {
 func TestRecordsCarryBytes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
-	binKey := []byte{0x00, 0x01, 0xff, 0xfe}      // a NUL first, invalid UTF-8
+	binKey := []byte{0x00, 0x01, 0xff, 0xfe}        // a NUL first, invalid UTF-8
 	binValue := []byte{0x00, 0, 0, 0, 7, 'a', 0x80} // a Confluent-framed value starts with 0x00
 	at := time.Date(2026, 1, 2, 3, 4, 5, 123e6, time.UTC)
 	r := e.post(map[string]any{
