@@ -86,7 +86,7 @@ func newClient(t *testing.T, url string, opts ...Option) *Client {
 }
 
 var order = TransactionRequest{SQL: []Statement{{Statement: "INSERT INTO orders(id) VALUES ($1)", Args: []any{"o-1"}}},
-	Kafka: []Record{{Topic: "orders", Key: Ptr("o-1"), Value: Ptr(`{"total":10}`)}}}
+	Kafka: []Record{{Topic: "orders", Key: Text("o-1"), Value: JSON(map[string]int{"total": 10})}}}
 
 func TestSubmit(t *testing.T) {
 	t.Parallel()

@@ -34,7 +34,7 @@ func Example() {
 	order := client.TransactionRequest{
 		ID:    "order-42",
 		SQL:   []client.Statement{{Statement: "INSERT INTO orders (id, total) VALUES ($1, $2)", Args: []any{"o-42", 10}}},
-		Kafka: []client.Record{{Topic: "orders", Key: client.Ptr("o-42"), Value: client.Ptr(`{"total":10}`)}},
+		Kafka: []client.Record{{Topic: "orders", Key: client.Text("o-42"), Value: client.JSON(map[string]int{"total": 10})}},
 	}
 	txn, err := c.Submit(ctx, order)
 	if err != nil {

@@ -148,6 +148,7 @@ func compare(t *testing.T, spec node, where string, typ reflect.Type, schema nod
 		}
 		switch {
 		case ft.Kind() == reflect.Slice && isStruct(ft.Elem()):
+			sub = branch(t, spec, sub, "array")
 			items, ok := sub["items"].(node)
 			require.True(t, ok, "%s.%s: an array in Go, not in the schema", where, name)
 			compare(t, spec, where+"."+name, ft.Elem(), resolve(t, spec, items))
@@ -156,7 +157,7 @@ func compare(t *testing.T, spec node, where string, typ reflect.Type, schema nod
 			require.True(t, ok, "%s.%s: a map in Go, not in the schema", where, name)
 			compare(t, spec, where+"."+name, ft.Elem(), resolve(t, spec, ap))
 		case isStruct(ft):
-			compare(t, spec, where+"."+name, ft, sub)
+			compare(t, spec, where+"."+name, ft, branch(t, spec, sub, "object"))
 		}
 	}
 }
@@ -179,6 +180,23 @@ func resolve(t *testing.T, spec node, n node) node {
 		path := strings.Split(strings.TrimPrefix(ref, "#/"), "/")
 		n = at(t, spec, path...)
 	}
+}
+
+// branch is the alternative of a oneOf schema (a record's key: a string, null or an object)
+// whose type is kind; a schema without oneOf is itself.
+func branch(t *testing.T, spec node, n node, kind string) node {
+	t.Helper()
+	alts := asList(n["oneOf"])
+	if len(alts) == 0 {
+		return n
+	}
+	for _, a := range alts {
+		if b := resolve(t, spec, a.(node)); b["type"] == kind {
+			return b
+		}
+	}
+	t.Fatalf("no %s among the alternatives %v", kind, alts)
+	return nil
 }
 
 // properties merges a schema's properties with those of its allOf parts.

@@ -51,17 +51,20 @@ type Statement struct {
 	Args []any `json:"args,omitempty"`
 }
 
-// Record is one Kafka record (TransactionRequest.kafka[]). A nil Key or Value is a null one;
-// a nil Partition lets the partitioner choose. Ptr makes the pointers.
+// Record is one Kafka record (TransactionRequest.kafka[]). A nil Key or Value is a null one (a
+// nil Value is a tombstone); a nil Partition lets the partitioner choose; a nil Timestamp is the
+// producer's time. Text, Binary, JSON, Avro, Protobuf, JSONSchema and FromResult make the key
+// and value (data.go).
 type Record struct {
-	Topic     string            `json:"topic"`
-	Partition *int32            `json:"partition,omitempty"`
-	Key       *string           `json:"key,omitempty"`
-	Value     *string           `json:"value,omitempty"`
-	Headers   map[string]string `json:"headers,omitempty"`
+	Topic     string     `json:"topic"`
+	Partition *int32     `json:"partition,omitempty"`
+	Key       *Data      `json:"key,omitempty"`
+	Value     *Data      `json:"value,omitempty"`
+	Headers   []Header   `json:"headers,omitempty"`
+	Timestamp *time.Time `json:"timestamp,omitempty"`
 }
 
-// Ptr returns a pointer to v: Record{Key: client.Ptr("k")}, TimeoutMS: client.Ptr[int64](500).
+// Ptr returns a pointer to v: Partition: client.Ptr[int32](0), TimeoutMS: client.Ptr[int64](500).
 func Ptr[T any](v T) *T { return &v }
 
 // Transaction is a transaction as the log holds it (schemas Transaction and
@@ -102,11 +105,13 @@ type KafkaState struct {
 	Records       []RecordOffset `json:"records"`
 }
 
-// RecordOffset is where one produced record landed (Transaction.kafka.records[]).
+// RecordOffset is where one produced record landed (Transaction.kafka.records[]), with its
+// timestamp as Kafka stored it.
 type RecordOffset struct {
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	Offset    int64  `json:"offset"`
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Timestamp time.Time `json:"timestamp,omitzero"`
 }
 
 // SQLResult is what one statement did (Transaction.sql[]).

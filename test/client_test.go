@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kpgtx/coordinator/api"
 	"github.com/kpgtx/coordinator/client"
@@ -21,7 +23,7 @@ func (e *env) order(id string, extra ...client.Statement) client.TransactionRequ
 	return client.TransactionRequest{
 		ID:    id,
 		SQL:   append([]client.Statement{{Statement: "INSERT INTO orders (id, total) VALUES ($1, 1)", Args: []any{id}}}, extra...),
-		Kafka: []client.Record{{Topic: e.topic, Key: client.Ptr(id), Value: client.Ptr("v")}},
+		Kafka: []client.Record{{Topic: e.topic, Key: client.Text(id), Value: client.Text("v")}},
 	}
 }
 
@@ -224,3 +226,49 @@ func TestClientWaitsInDoubt(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestClientTypedRecords sends bytes, JSON, ordered headers, a timestamp and the outbox pattern
+// (a record built from the insert's RETURNING) through the client's helpers, and reads them back.
+func TestClientTypedRecords(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	c, err := client.New(e.srv.URL)
+	require.NoError(t, err)
+	at := time.UnixMilli(1767323045123).UTC()
+	txn, err := c.Submit(ctx, client.TransactionRequest{ID: "typed-1",
+		SQL: []client.Statement{{Statement: "INSERT INTO orders (id, total, note) VALUES ($1, 12.5, 'n') RETURNING id, total", Args: []any{"typed-1"}}},
+		Kafka: []client.Record{
+			{Topic: e.topic, Key: client.Binary([]byte{0, 0, 0, 0, 1}), Value: client.JSON(map[string]any{"n": 1}),
+				Headers: []client.Header{client.TextHeader("h", "a"), client.BinaryHeader("h", []byte{0xff}), {Name: "null"}},
+				Timestamp: &at},
+			{Topic: e.topic, Key: client.FromResult(0, 0, "id"), Value: client.FromResult(0, 0, ""),
+				Headers: []client.Header{client.HeaderFrom("total", 0, 0, "total")}},
+		}})
+	require.NoError(t, err)
+	require.Len(t, txn.Kafka.Records, 2)
+	assert.Equal(t, at, txn.Kafka.Records[0].Timestamp)
+	got := e.committedRecords(e.topic)
+	find := func(off client.RecordOffset) *kgo.Record {
+		r, ok := got[fmt.Sprintf("%d/%d", off.Partition, off.Offset)]
+		require.True(t, ok, "record at %+v", off)
+		return r
+	}
+	first := find(txn.Kafka.Records[0])
+	assert.Equal(t, []byte{0, 0, 0, 0, 1}, first.Key)
+	assert.Equal(t, `{"n":1}`, string(first.Value))
+	require.Len(t, first.Headers, 3)
+	assert.Equal(t, []byte{0xff}, first.Headers[1].Value)
+	assert.Nil(t, first.Headers[2].Value)
+	assert.Equal(t, at, first.Timestamp.UTC())
+	second := find(txn.Kafka.Records[1])
+	assert.Equal(t, "typed-1", string(second.Key))
+	assert.JSONEq(t, `{"id":"typed-1","total":12.5}`, string(second.Value))
+	assert.Equal(t, "12.5", string(second.Headers[0].Value))
+
+	// A reference to a row that is not there: aborted, a typed error.
+	_, err = c.Submit(ctx, client.TransactionRequest{ID: "typed-2",
+		SQL:   []client.Statement{{Statement: "UPDATE orders SET note = 'x' WHERE id = 'none' RETURNING id"}},
+		Kafka: []client.Record{{Topic: e.topic, Value: client.FromResult(0, 0, "")}}})
+	require.ErrorIs(t, err, client.ErrAborted)
+}

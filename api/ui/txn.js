@@ -206,8 +206,8 @@ export async function txnView(main, id) {
           : h('p', { class: 'muted' }, 'No SQL gid logged.'),
         t.sql && t.sql.length ? table(['#', 'Database', 'Rows affected'], t.sql.map((r, i) => [h('td', {}, String(i)), h('td', {}, r.database), h('td', { class: 'num' }, String(r.rows_affected))])) : ''),
       h('div', { class: 'card', id: 'txn-kafka' }, h('h2', {}, 'Kafka'),
-        k ? [dl([['Transactional id', k.transactional_id], ['Producer id', String(k.producer_id)], ['Producer epoch', String(k.producer_epoch)], ['Prepared state', k.prepared_state]], { id: 'kafka-ids' }),
-          k.records && k.records.length ? table(['Topic', 'Partition', 'Offset'], k.records.map((r) => [h('td', {}, r.topic), h('td', { class: 'num' }, String(r.partition)), h('td', { class: 'num' }, String(r.offset))])) : h('p', { class: 'muted' }, 'No offsets logged.')]
+        k ? [k.transactional_id ? dl([['Transactional id', k.transactional_id], ['Producer id', String(k.producer_id)], ['Producer epoch', String(k.producer_epoch)], ['Prepared state', k.prepared_state]], { id: 'kafka-ids' }) : h('p', { class: 'muted', id: 'kafka-ids' }, 'No Kafka transaction was used.'),
+          k.records && k.records.length ? table(['Topic', 'Partition', 'Offset', 'Timestamp'], k.records.map((r) => [h('td', {}, r.topic), h('td', { class: 'num' }, String(r.partition)), h('td', { class: 'num' }, String(r.offset)), h('td', {}, r.timestamp || '')])) : h('p', { class: 'muted' }, 'No offsets logged.')]
           : h('p', { class: 'muted' }, 'No Kafka ids logged.'))),
     h('section', { class: 'card', id: 'evidence' }, h('h2', {}, 'Evidence'), evidence(t, entry, events)),
     h('section', { class: 'card', id: 'events' }, h('h2', {}, 'Event history'), eventsTable(events)));

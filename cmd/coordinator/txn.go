@@ -239,7 +239,11 @@ func (c *txnClient) printTransaction(t client.Transaction, verb string) {
 			row("kafka", fmt.Sprintf("%s  producer %d  epoch %d", k.TransactionalID, k.ProducerID, k.ProducerEpoch))
 		}
 		for _, r := range k.Records {
-			row("record", fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset))
+			rec := fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)
+			if !r.Timestamp.IsZero() {
+				rec += "  " + r.Timestamp.Format(time.RFC3339Nano)
+			}
+			row("record", rec)
 		}
 	}
 	for _, g := range t.SQLGIDs {
