@@ -1,8 +1,14 @@
 package api
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/kpgtx/coordinator/coord"
 )
 
 // benchBody is the body scripts/bench.sh sends: one insert and one 100-byte record.
@@ -19,5 +25,44 @@ func BenchmarkCheckJSON(b *testing.B) {
 		if err := checkJSON(body, t); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkDecodeRecord is a request's decoding on the coordinator (the strict walk, the decode
+// and the record checks of Validate) for the bench body's 100-byte value as a plain string, as
+// binary (base64) and as JSON: typed values must not slow the plain path.
+func BenchmarkDecodeRecord(b *testing.B) {
+	bin := make([]byte, 100)
+	for i := range bin {
+		bin[i] = byte(i * 7)
+	}
+	bodies := []struct{ name, value string }{
+		{"text", `"` + strings.Repeat("v", 100) + `"`},
+		{"binary", `{"type":"binary","data":"` + base64.StdEncoding.EncodeToString(bin) + `"}`},
+		{"json", `{"type":"json","data":{"order":"o-1","total":10,"note":"` + strings.Repeat("n", 64) + `"}}`},
+	}
+	t := reflect.TypeFor[transactionRequest]()
+	for _, bb := range bodies {
+		body := []byte(`{"id":"bench-1","sql":[{"statement":"INSERT INTO orders (id, total) VALUES ($1, $2)","args":["bench-1",1]}],` +
+			`"kafka":[{"topic":"orders","key":"bench-1","value":` + bb.value + `}]}`)
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := checkJSON(body, t); err != nil {
+					b.Fatal(err)
+				}
+				var in transactionRequest
+				dec := json.NewDecoder(bytes.NewReader(body))
+				dec.UseNumber()
+				if err := dec.Decode(&in); err != nil {
+					b.Fatal(err)
+				}
+				req := coord.Request{ID: in.ID, SQL: in.SQL, Kafka: in.Kafka}
+				if err := req.Validate(coord.Limits{}, func(string) bool { return true }); err != nil {
+					b.Fatal(err)
+				}
+				_ = req.Digest()
+			}
+		})
 	}
 }

@@ -64,7 +64,8 @@ const PayloadTypes = "binary, string, json, avro, protobuf, jsonschema"
 // Kafka carries.
 type Payload struct {
 	Type PayloadType `json:"type"`
-	// Data is the JSON value as written (a string of base64 for binary, of text for string).
+	// Data is the JSON value as written (a string of base64 for binary, of text for string);
+	// empty for a plain string, which is resolved as it is read.
 	Data json.RawMessage `json:"data,omitempty"`
 	// SchemaID, or Subject with an optional Version (latest without), name the schema of a
 	// schema type; Message names a Protobuf message (the schema's first without).
@@ -82,8 +83,7 @@ type Payload struct {
 
 // Text is a payload of UTF-8 text, as a plain JSON string gives it.
 func Text(s string) *Payload {
-	raw, _ := json.Marshal(s)
-	return &Payload{Type: TypeString, Data: raw, bare: true, resolved: true, bytes: []byte(s)}
+	return &Payload{Type: TypeString, bare: true, resolved: true, bytes: []byte(s)}
 }
 
 // Bytes is a binary payload of exactly b.
@@ -97,7 +97,17 @@ func Bytes(b []byte) *Payload {
 func (p *Payload) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimLeft(b, " \t\r\n")
 	if len(b) > 0 && b[0] == '"' {
-		*p = Payload{Type: TypeString, Data: append(json.RawMessage(nil), b...), bare: true}
+		// Plain text is resolved here, decoded once: the plain path stays as cheap as it was.
+		*p = Payload{Type: TypeString, bare: true, resolved: true}
+		if lit := b[1 : len(b)-1]; plainLiteral(lit) {
+			p.bytes = append([]byte{}, lit...)
+			return nil
+		}
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		p.bytes = []byte(s)
 		return nil
 	}
 	type plain Payload
@@ -109,10 +119,26 @@ func (p *Payload) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// plainLiteral reports whether a JSON string literal's contents are its text as they stand: no
+// escape, no control character, only ASCII (anything else is left to encoding/json, which also
+// replaces invalid UTF-8 as it always did).
+func plainLiteral(lit []byte) bool {
+	for _, c := range lit {
+		if c == '\\' || c < 0x20 || c >= 0x80 || c == '"' {
+			return false
+		}
+	}
+	return true
+}
+
 // MarshalJSON writes the payload as it was given (the idempotency digest reads it).
 func (p Payload) MarshalJSON() ([]byte, error) {
 	if p.bare {
-		return p.Data, nil
+		if plainLiteral(p.bytes) {
+			out := make([]byte, 0, len(p.bytes)+2)
+			return append(append(append(out, '"'), p.bytes...), '"'), nil
+		}
+		return json.Marshal(string(p.bytes))
 	}
 	type plain Payload
 	return json.Marshal(plain(p))

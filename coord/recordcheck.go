@@ -17,8 +17,8 @@ func (r *Record) check(field string, nSQL int) error {
 		name string
 		p    *Payload
 	}{{"key", r.Key}, {"value", r.Value}} {
-		if part.p == nil {
-			continue
+		if part.p == nil || part.p.resolved {
+			continue // a plain string is resolved as it is read
 		}
 		if err := part.p.check(field+"."+part.name, nSQL); err != nil {
 			return err

@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -101,11 +102,19 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 	value := strings.Repeat("v", 100)
+	// BENCH_VALUE sends the coordinator's records as typed values of 100 bytes: "binary" (base64
+	// of 100 bytes) or "json" (an object), to compare with the plain string in the same run (the
+	// baseline build, which may predate typed values, always gets the plain string).
+	typed := benchValue(b, os.Getenv("BENCH_VALUE"))
 	via := func(base, topic string) func(int, string) error {
+		v := typed
+		if base == baselineBase {
+			v = value
+		}
 		return func(_ int, id string) error {
 			body, _ := json.Marshal(map[string]any{"id": id,
 				"sql":   []any{map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, $2)", "args": []any{id, 1}}},
-				"kafka": []any{map[string]any{"topic": topic, "key": id, "value": value}}})
+				"kafka": []any{map[string]any{"topic": topic, "key": id, "value": v}}})
 			resp, err := client.Post(base+"/v1/transactions", "application/json", bytes.NewReader(body))
 			if err != nil {
 				return err
@@ -415,4 +424,24 @@ func logPhases(b *testing.B, before, after series) {
 		name := b.Name()
 		phaseReports = append(phaseReports, fmt.Sprintf("%s: phases over %d requests:\n%s", name, b.N, strings.Join(lines, "\n")))
 	}
+}
+
+// benchValue is a 100-byte record value in the form BENCH_VALUE names ("" or "text": a plain
+// string).
+func benchValue(b *testing.B, form string) any {
+	b.Helper()
+	switch form {
+	case "", "text":
+		return strings.Repeat("v", 100)
+	case "binary":
+		raw := make([]byte, 100)
+		for i := range raw {
+			raw[i] = byte(i * 7) // 0x00 first, as a Confluent-framed value starts
+		}
+		return map[string]any{"type": "binary", "data": base64.StdEncoding.EncodeToString(raw)}
+	case "json":
+		return map[string]any{"type": "json", "data": map[string]any{"order": "o-1", "total": 10, "note": strings.Repeat("n", 64)}}
+	}
+	b.Fatalf("BENCH_VALUE=%q: text, binary or json", form)
+	return nil
 }
