@@ -96,6 +96,11 @@ func (e *env) orderBody(id, kind string) string {
 		return fmt.Sprintf(`{"id":%q,"kafka":[%s]}`, id, rec)
 	case "fail":
 		return fmt.Sprintf(`{"id":%q,"sql":[%s,{"statement":"SELECT 1/0"}],"kafka":[%s]}`, id, row, rec)
+	case "derived":
+		// R2: the record's key and value are the inserted row, resolved after the insert ran.
+		ret := fmt.Sprintf(`{"statement":"INSERT INTO orders (id, total) VALUES ($1, 1) RETURNING id, total","args":[%q]}`, id)
+		derived := fmt.Sprintf(`{"topic":%q,"key":{"type":"string","from":"sql[0].rows[0].id"},"value":{"type":"json","from":"sql[0].rows[0]"}}`, e.topic)
+		return fmt.Sprintf(`{"id":%q,"sql":[%s],"kafka":[%s]}`, id, ret, derived)
 	}
 	return fmt.Sprintf(`{"id":%q,"sql":[%s],"kafka":[%s]}`, id, row, rec)
 }
@@ -234,7 +239,7 @@ func TestFaultPoints(t *testing.T) {
 			t.Parallel()
 			e := newStore(t, envOpts{})
 			n := e.startNode(t, "a", "COORDINATOR_FAULT="+string(point))
-			kinds := []string{"order", "order", "order", "order", "sql-only", "kafka-only", "fail", "order"}
+			kinds := []string{"order", "order", "order", "derived", "sql-only", "kafka-only", "fail", "order", "derived"}
 			reqs := n.postAll("f", kinds)
 			n.waitExit(30 * time.Second) // the fault point killed it
 			n2 := e.startNode(t, "a")
@@ -259,8 +264,11 @@ func TestSharedBatchKilled(t *testing.T) {
 			kinds := make([]string, 24)
 			for i := range kinds {
 				kinds[i] = "order"
-				if i%6 == 5 {
+				switch i % 6 {
+				case 5:
 					kinds[i] = "fail"
+				case 2:
+					kinds[i] = "derived" // R2: prepared alone, then riding in the batch
 				}
 			}
 			reqs := n.postAll("s", kinds)
