@@ -49,8 +49,14 @@ func (c *Coordinator) encodeRecords(ctx context.Context, req *Request) error {
 		field := "kafka[" + strconv.Itoa(i) + "]"
 		for _, part := range r.parts() {
 			p := part.p
-			if p.resolved || p.From != "" || !p.Type.Schema() {
+			if p.resolved || !p.Type.Schema() {
 				continue
+			}
+			if p.From != "" {
+				if c.cfg.Schemas == nil { // knowable now: refused before anything runs (R1)
+					return invalid(field+"."+part.name+".type", fmt.Sprintf("type %s needs a Schema Registry, and none is configured (COORDINATOR_SCHEMA_REGISTRY_URL)", p.Type))
+				}
+				continue // encoded once its statement ran (R2)
 			}
 			b, err := c.encodeSchema(ctx, field+"."+part.name, p, p.Data)
 			var se *SchemaError

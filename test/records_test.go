@@ -214,8 +214,12 @@ func TestRecordsFromResultsShared(t *testing.T) {
 				"sql": []any{map[string]any{"statement": "INSERT INTO events (name) VALUES ($1) RETURNING seq, name", "args": []any{name}}},
 				"kafka": []any{map[string]any{"topic": e.topic, "key": name,
 					"value": map[string]any{"type": "json", "from": "sql[0].rows[0]"}}}}
-			if i%4 == 0 { // a plain member rides with them
+			switch i % 4 {
+			case 0: // a plain member rides with them
 				body["kafka"] = []any{map[string]any{"topic": e.topic, "key": name, "value": "plain"}}
+			case 1: // a reference to a row that is not there: this member alone aborts
+				body["kafka"] = []any{map[string]any{"topic": e.topic, "key": name,
+					"value": map[string]any{"type": "json", "from": "sql[0].rows[1]"}}}
 			}
 			answers[i] = e.postQuiet(body)
 		})
@@ -238,6 +242,12 @@ func TestRecordsFromResultsShared(t *testing.T) {
 	}
 	for i, a := range answers {
 		name := fmt.Sprintf("ev-%d", i)
+		if i%4 == 1 {
+			require.Equal(t, http.StatusConflict, a.Status, "%s: %s", name, a.Raw)
+			assert.NotContains(t, seqs, name, "%s: its row is rolled back", name)
+			assert.NotContains(t, byKey, name, "%s: no record", name)
+			continue
+		}
 		require.Equal(t, http.StatusOK, a.Status, "%s: %s", name, a.Raw)
 		rec, ok := byKey[name]
 		require.True(t, ok, "record of %s", name)
@@ -247,6 +257,8 @@ func TestRecordsFromResultsShared(t *testing.T) {
 		}
 		assert.JSONEq(t, fmt.Sprintf(`{"seq":%d,"name":%q}`, seqs[name], name), string(rec.Value), name)
 	}
+	e.settled()
+	assert.Positive(t, e.sharedRows(t), "no request shared a Kafka transaction: the shared path was not exercised")
 	assert.Empty(t, e.preparedLeft())
 }
 
@@ -316,6 +328,7 @@ func TestRecordsBadInput(t *testing.T) {
 		{"schema id and subject", map[string]any{"value": map[string]any{"type": "avro", "data": 1, "schema_id": 1, "subject": "s"}}, "kafka[0].value"},
 		{"version without subject", map[string]any{"value": map[string]any{"type": "protobuf", "data": 1, "schema_id": 1, "version": 2}}, "kafka[0].value.version"},
 		{"schema id on json", map[string]any{"value": map[string]any{"type": "json", "data": 1, "schema_id": 1}}, "kafka[0].value"},
+		{"schema type from a result without a registry", map[string]any{"value": map[string]any{"type": "avro", "subject": "s", "from": "sql[0].rows[0]"}}, "kafka[0].value.type"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -349,6 +362,10 @@ func TestRecordsOverTopicLimit(t *testing.T) {
 	resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &limit}, small)
 	require.NoError(t, err)
 	require.NoError(t, resp.Err)
+	require.Eventually(t, func() bool { // a topic just created takes a moment to be everywhere
+		d, err := kadm.NewClient(cl).ListTopics(context.Background(), small)
+		return err == nil && d[small].Err == nil && len(d[small].Partitions) == 1
+	}, 30*time.Second, 50*time.Millisecond)
 	big := b64([]byte(strings.Repeat("x", 3000)))
 	r := e.post(map[string]any{"id": "too-big", "kafka": []any{
 		map[string]any{"topic": small, "value": "fits"},
