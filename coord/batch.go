@@ -156,7 +156,7 @@ func (c *Coordinator) runShared(ctx context.Context, w *work) (*Transaction, err
 		// prepares it before producing).
 		err = c.phase1(pctx, w, false, false)
 		if err == nil {
-			// R2: its records are resolved from its results before it joins.
+			// P2: its records are resolved from its results before it joins.
 			err = c.materialize(pctx, w)
 		}
 	}

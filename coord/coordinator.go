@@ -123,7 +123,7 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 		return nil, invalid("kafka", "this coordinator has no Kafka configured")
 	}
 	if len(req.Kafka) > 0 {
-		// R1: every byte that does not name a statement's result is known before anything runs.
+		// P1: every byte that does not name a statement's result is known before anything runs.
 		if err := c.encodeRecords(ctx, &req); err != nil {
 			return nil, err
 		}
@@ -402,7 +402,7 @@ func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase, withKafka b
 		errOnce.Do(func() { firstErr = err })
 	}
 
-	// R2: records that name a statement's result are produced once the statements ran.
+	// P2: records that name a statement's result are produced once the statements ran.
 	derived := withKafka && len(w.req.Kafka) > 0 && w.req.Derived()
 	if withKafka && len(w.req.Kafka) > 0 && !derived {
 		wg.Add(1)

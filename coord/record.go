@@ -22,13 +22,13 @@ import (
 //
 // and, instead of "data", "from": "sql[i].rows[j]" (the row as a JSON object) or
 // "sql[i].rows[j].column": a result of an earlier statement of the same request, resolved
-// after that statement ran (R2). Headers are a JSON object (name → text, in the order
+// after that statement ran (P2). Headers are a JSON object (name → text, in the order
 // written) or an ordered list of {"name", "value" | "value_b64" | "from"} entries (duplicates
 // kept). A record's timestamp is RFC 3339 text or epoch milliseconds.
 //
-// R1: every byte a record carries is decided before anything runs, except the parts that name
+// P1: every byte a record carries is decided before anything runs, except the parts that name
 // a statement's result: a malformed part is a 400 naming its field, with nothing run.
-// R2: a part that names a statement's result is resolved from that statement's result in the
+// P2: a part that names a statement's result is resolved from that statement's result in the
 // same transaction, after it ran and before the record is produced; when the result is not
 // there the request aborts on both sides (409 naming the record and the reference).
 
@@ -73,7 +73,7 @@ type Payload struct {
 	Subject  string `json:"subject,omitempty"`
 	Version  *int32 `json:"version,omitempty"`
 	Message  string `json:"message,omitempty"`
-	// From names a statement's result the payload is built from, instead of Data (R2).
+	// From names a statement's result the payload is built from, instead of Data (P2).
 	From string `json:"from,omitempty"`
 
 	bare     bool   // written as a plain JSON string
@@ -154,7 +154,7 @@ func (p *Payload) resolve(b []byte) { p.bytes, p.resolved = b, true }
 type Header struct {
 	Name  string
 	Value []byte
-	// From names a statement's result the value is built from (R2); Value is set once resolved.
+	// From names a statement's result the value is built from (P2); Value is set once resolved.
 	From string
 
 	form headerForm // how the request wrote the value (the digest keeps it)

@@ -10,7 +10,7 @@ import (
 )
 
 // check validates one record's key, value, headers and timestamp and resolves every part that
-// does not name a statement's result (R1). nSQL is the number of the request's statements, which
+// does not name a statement's result (P1). nSQL is the number of the request's statements, which
 // a reference must stay within.
 func (r *Record) check(field string, nSQL int) error {
 	for _, part := range []struct {
@@ -246,7 +246,7 @@ func index(s string) (int, string, error) {
 	return n, s[end+1:], nil
 }
 
-// Derived reports whether a record of the request names a statement's result (R2): its records
+// Derived reports whether a record of the request names a statement's result (P2): its records
 // can be produced only after its statements ran.
 func (r *Request) Derived() bool {
 	for i := range r.Kafka {

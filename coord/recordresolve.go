@@ -40,7 +40,7 @@ func (e *SchemaError) Error() string {
 }
 
 // encodeRecords encodes the schema-typed payloads that name no statement's result, and checks
-// every resolved record's size, before anything runs (R1): a mismatch is a 400 naming the
+// every resolved record's size, before anything runs (P1): a mismatch is a 400 naming the
 // field, a registry that cannot be asked a 503.
 func (c *Coordinator) encodeRecords(ctx context.Context, req *Request) error {
 	total := 0
@@ -53,10 +53,10 @@ func (c *Coordinator) encodeRecords(ctx context.Context, req *Request) error {
 				continue
 			}
 			if p.From != "" {
-				if c.cfg.Schemas == nil { // knowable now: refused before anything runs (R1)
+				if c.cfg.Schemas == nil { // knowable now: refused before anything runs (P1)
 					return invalid(field+"."+part.name+".type", fmt.Sprintf("type %s needs a Schema Registry, and none is configured (COORDINATOR_SCHEMA_REGISTRY_URL)", p.Type))
 				}
-				continue // encoded once its statement ran (R2)
+				continue // encoded once its statement ran (P2)
 			}
 			b, err := c.encodeSchema(ctx, field+"."+part.name, p, p.Data)
 			var se *SchemaError
@@ -130,10 +130,10 @@ func (r *Record) parts() []namedPart {
 	return ps
 }
 
-// errReference: a record names a statement's result that is not there (R2); the request aborts.
+// errReference: a record names a statement's result that is not there (P2); the request aborts.
 var errReference = errors.New("the record names a statement result that is not there")
 
-// materialize resolves the parts of w's records that name its statements' results (R2), once
+// materialize resolves the parts of w's records that name its statements' results (P2), once
 // its statements ran, and checks the records' sizes. Its error aborts the request (409; 503 when
 // the registry could not be asked).
 func (c *Coordinator) materialize(ctx context.Context, w *work) error {

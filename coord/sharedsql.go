@@ -83,7 +83,7 @@ func (c *Coordinator) sharesSQL(w *work) bool {
 		return false
 	}
 	if w.req.Derived() {
-		// R2: its records are resolved from its own results before it joins, so its SQL is
+		// P2: its records are resolved from its own results before it joins, so its SQL is
 		// prepared on its own first (B1), like a member whose statements cannot share.
 		return false
 	}

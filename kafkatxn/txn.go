@@ -91,7 +91,7 @@ func (t *Txn) produce(ctx context.Context, recs []coord.Record) {
 	}
 }
 
-// toKgo is the record as Kafka carries it; every part is resolved by now (coord: R1, R2).
+// toKgo is the record as Kafka carries it; every part is resolved by now (coord: P1, P2).
 func toKgo(r coord.Record) *kgo.Record {
 	kr := &kgo.Record{Topic: r.Topic}
 	if r.Key != nil {

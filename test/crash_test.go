@@ -97,7 +97,7 @@ func (e *env) orderBody(id, kind string) string {
 	case "fail":
 		return fmt.Sprintf(`{"id":%q,"sql":[%s,{"statement":"SELECT 1/0"}],"kafka":[%s]}`, id, row, rec)
 	case "derived":
-		// R2: the record's key and value are the inserted row, resolved after the insert ran.
+		// P2: the record's key and value are the inserted row, resolved after the insert ran.
 		ret := fmt.Sprintf(`{"statement":"INSERT INTO orders (id, total) VALUES ($1, 1) RETURNING id, total","args":[%q]}`, id)
 		derived := fmt.Sprintf(`{"topic":%q,"key":{"type":"string","from":"sql[0].rows[0].id"},"value":{"type":"json","from":"sql[0].rows[0]"}}`, e.topic)
 		return fmt.Sprintf(`{"id":%q,"sql":[%s],"kafka":[%s]}`, id, ret, derived)
@@ -268,7 +268,7 @@ func TestSharedBatchKilled(t *testing.T) {
 				case 5:
 					kinds[i] = "fail"
 				case 2:
-					kinds[i] = "derived" // R2: prepared alone, then riding in the batch
+					kinds[i] = "derived" // P2: prepared alone, then riding in the batch
 				}
 			}
 			reqs := n.postAll("s", kinds)

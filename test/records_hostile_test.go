@@ -11,7 +11,7 @@ import (
 	"github.com/kpgtx/coordinator/service"
 )
 
-// Hostile record parts (R1, R2): each is refused, never a 5xx, and leaves nothing behind.
+// Hostile record parts (P1, P2): each is refused, never a 5xx, and leaves nothing behind.
 func TestRecordsHostileInput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{configure: func(c *service.Config) { c.MaxBodyBytes = 256 << 10 }})

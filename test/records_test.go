@@ -1,6 +1,6 @@
 package test
 
-// Records as Kafka carries them (coord/record.go, R1 and R2), end to end against the broker: what a
+// Records as Kafka carries them (coord/record.go, P1 and P2), end to end against the broker: what a
 // read_committed consumer reads back must be exactly what was sent.
 
 import (
@@ -162,7 +162,7 @@ func TestRecordsAbortedAnswerAgreesWithGet(t *testing.T) {
 	assert.Zero(t, e.committedWithKey(""), "nothing of it is visible")
 }
 
-// R2: a record built from the statements' results, the transactional outbox in one request.
+// P2: a record built from the statements' results, the transactional outbox in one request.
 func TestRecordsFromResults(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
@@ -197,7 +197,7 @@ func TestRecordsFromResults(t *testing.T) {
 	assert.Equal(t, []byte{0x00, 0xff}, e.landed(r, 1).Value)
 }
 
-// R2 on the shared paths: many requests at once share Kafka transactions (and would share SQL
+// P2 on the shared paths: many requests at once share Kafka transactions (and would share SQL
 // transactions but for their references); each record carries its own request's row.
 func TestRecordsFromResultsShared(t *testing.T) {
 	t.Parallel()
@@ -262,7 +262,7 @@ func TestRecordsFromResultsShared(t *testing.T) {
 	assert.Empty(t, e.preparedLeft())
 }
 
-// R2: a reference to a result that is not there aborts on both sides with a 409 naming the
+// P2: a reference to a result that is not there aborts on both sides with a 409 naming the
 // record and the reference.
 func TestRecordsFromMissingResult(t *testing.T) {
 	t.Parallel()
@@ -295,7 +295,7 @@ func TestRecordsFromMissingResult(t *testing.T) {
 	assert.Empty(t, e.preparedLeft())
 }
 
-// R1: malformed record parts are refused with 400 naming the field, nothing run.
+// P1: malformed record parts are refused with 400 naming the field, nothing run.
 func TestRecordsBadInput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
