@@ -84,6 +84,8 @@ func TestPayloadForms(t *testing.T) {
 		{"plain ascii", `"abc"`, []byte("abc"), ""},
 		{"string", `{"type":"string","data":"é"}`, []byte("é"), ""},
 		{"binary", `{"type":"binary","data":"AP8="}`, []byte{0, 0xff}, ""},
+		{"binary in capitals", `{"type":"BINARY","data":"AP8="}`, []byte{0, 0xff}, ""},
+		{"mixed case", `{"type":"Binary","data":"AP8="}`, nil, "v.type"},
 		{"binary empty", `{"type":"binary","data":""}`, []byte{}, ""},
 		{"json", `{"type":"json","data":{ "b" : [1, 2], "a":null }}`, []byte(`{"b":[1,2],"a":null}`), ""},
 		{"json null", `{"type":"json","data":null}`, []byte(`null`), ""},

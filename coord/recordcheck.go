@@ -45,6 +45,9 @@ func (p *Payload) check(field string, nSQL int) error {
 	if p.Type == "" {
 		return invalid(field+".type", "required in a typed key or value: one of "+PayloadTypes)
 	}
+	if up := PayloadType(strings.ToLower(string(p.Type))); strings.ToUpper(string(up)) == string(p.Type) && up.known() {
+		p.Type = up // Confluent REST Proxy v3 writes the types in capitals (BINARY, JSON, AVRO)
+	}
 	if !p.Type.known() {
 		return invalid(field+".type", fmt.Sprintf("unknown type %q: one of %s", truncateText(string(p.Type), 40), PayloadTypes))
 	}
