@@ -28,6 +28,9 @@
 # tunings (KAFKA_SHARED_MAX=1 is the coordinator without shared Kafka transactions).
 # BENCH_BASELINE_ENV="NAME=value ..." adds settings to the baseline alone (BENCH_BASELINE=HEAD
 # BENCH_BASELINE_ENV=... compares a tuning against the same build in one run).
+# BENCH_VALUE=binary|json sends the coordinator's 100-byte values typed ({"type":"binary"} or
+# {"type":"json"}; the baseline row keeps the plain string, which any older build takes), so
+# BENCH_BASELINE=<revision> BENCH_VALUE=binary compares typed values with the plain path before.
 # BENCH_BASELINE=<git revision> builds the coordinator of that revision (in a temporary git
 # worktree) and runs it as the row `baseline` in the same run: a change against the code before it.
 set -euo pipefail
