@@ -15,12 +15,12 @@ import (
 // Setting defines one setting, once. Everything that lists settings is derived from Settings:
 // the environment (Load), the YAML file's keys (FileKey, ReadFile), the command's flags and its
 // help table (cmd/coordinator), the configuration's log form (Config.LogValue, with secrets
-// redacted), and — checked by a test — the README's configuration table.
+// redacted), and — checked by a test — docs/configuration.md's table.
 type Setting struct {
 	Env  string // the environment variable; its file key is FileKey(Env)
 	Flag string // the command-line flag overriding it ("" = none)
 	Kind Kind
-	// Help says what it does, in one line; `code` marks names and values (the README keeps the
+	// Help says what it does, in one line; `code` marks names and values (docs/configuration.md keeps the
 	// backticks, the command's help drops them).
 	Help string
 	// DefaultText describes the default when it is not a value of Defaults() ("the host name").
@@ -178,7 +178,7 @@ func listSetting(env, flag, field, sep, help string, p func(*Config) *[]string) 
 // with returns s changed by f (for the few settings that need more than their constructor).
 func (s Setting) with(f func(*Setting)) Setting { f(&s); return s }
 
-// Settings is every setting, in the order of `coordinator help` and the README's table.
+// Settings is every setting, in the order of `coordinator help` and docs/configuration.md's table.
 var Settings = []Setting{
 	strSetting("DATABASE_URL", "database-url", "DatabaseURL",
 		"PostgreSQL: the coordinator log and the `default` database (required by serve)",
@@ -280,7 +280,7 @@ var Settings = []Setting{
 	intSetting("COORDINATOR_DB_MAX_CONNS", "", "MaxConns", "connections per database pool", true,
 		func(c *Config) *int32 { return &c.MaxConns }),
 	strSetting("COORDINATOR_STATEMENT_ROLE", "", "StatementRole",
-		"role client statements run as (`SET LOCAL ROLE` per transaction), without rights on the coordinator's tables; `DO` and `CALL` are then refused; see \"Client SQL\"",
+		"role client statements run as (`SET LOCAL ROLE` per transaction), without rights on the coordinator's tables; `DO` and `CALL` are then refused; see docs/sql.md",
 		func(c *Config) *string { return &c.StatementRole }).with(func(s *Setting) { s.DefaultText = "the login's own role" }),
 	durSetting("COORDINATOR_RECOVERY_INTERVAL", "", "RecoveryInterval", "period of the recovery loop (and of the instance heartbeat)",
 		func(c *Config) *time.Duration { return &c.RecoveryInterval }),
@@ -375,7 +375,7 @@ var Settings = []Setting{
 		set:  func(c *Config, v string) error { c.KafkaSASL.Password = api.Secret(v); return nil },
 		get:  func(c Config) any { return c.KafkaSASL.Password.Reveal() }},
 	strSetting("COORDINATOR_OTLP_ENDPOINT", "", "OTLPEndpoint",
-		"OTLP/HTTP collector for OpenTelemetry traces, e.g. `http://localhost:4318` (a base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`: `/v1/traces` is appended); the SDK's `OTEL_*` variables (headers, timeout, sampler, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`) apply; see \"Traces\"",
+		"OTLP/HTTP collector for OpenTelemetry traces, e.g. `http://localhost:4318` (a base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`: `/v1/traces` is appended); the SDK's `OTEL_*` variables (headers, timeout, sampler, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`) apply; see \"Traces\" in docs/operations.md",
 		func(c *Config) *string { return &c.OTLPEndpoint }).with(func(s *Setting) { s.DefaultText = "no traces" }),
 	strSetting("COORDINATOR_FAULT", "", "Fault",
 		"**test only**: SIGKILL the process when a transaction reaches this step: `after_sql_work`, `after_prepare`, `after_kafka_flush`, `after_log_prepared`, `after_endtxn`, `after_commit_prepared`, `before_final_log`; in a shared Kafka transaction only: `shared_after_sql_prepare` (a shared PostgreSQL transaction prepared), `shared_after_kafka_flush`, `shared_after_log_prepared`, `shared_after_endtxn`",
@@ -411,7 +411,7 @@ func (s Setting) rawLogValue(c Config) any {
 	return nil
 }
 
-// plainHelp is the help text without the README's markup.
+// plainHelp is the help text without the table's markup.
 func (s Setting) plainHelp() string { return strings.NewReplacer("`", "", "**", "").Replace(s.Help) }
 
 // PlainHelp is the setting's help for the terminal, with its default.
@@ -423,7 +423,7 @@ func (s Setting) PlainHelp() string {
 	return h
 }
 
-// MarkdownTable is the README's configuration table, generated from Settings.
+// MarkdownTable is docs/configuration.md's table, generated from Settings.
 func MarkdownTable() string {
 	var b strings.Builder
 	b.WriteString("| variable | flag | default | meaning |\n|---|---|---|---|\n")

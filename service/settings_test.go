@@ -11,19 +11,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The README's configuration table is generated from Settings: names, flags, defaults and
+// docs/configuration.md's table is generated from Settings: names, flags, defaults and
 // help agree. On a difference, the test prints the table to paste.
-func TestREADMEConfigurationTable(t *testing.T) {
+func TestConfigurationTable(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("../README.md")
+	raw, err := os.ReadFile("../docs/configuration.md")
 	require.NoError(t, err)
 	readme := string(raw)
 	start := strings.Index(readme, "| variable | flag | default | meaning |")
-	require.GreaterOrEqual(t, start, 0, "README: no configuration table")
+	require.GreaterOrEqual(t, start, 0, "docs/configuration.md: no configuration table")
 	end := strings.Index(readme[start:], "\n\n")
-	require.Greater(t, end, 0, "README: the configuration table ends with a blank line")
+	require.Greater(t, end, 0, "docs/configuration.md: the table ends with a blank line")
 	assert.Equal(t, MarkdownTable(), readme[start:start+end+1],
-		"README.md's configuration table differs from service.Settings; replace it by:\n%s", MarkdownTable())
+		"docs/configuration.md's table differs from service.Settings; replace it by:\n%s", MarkdownTable())
 }
 
 // Every Config field is set by exactly one setting (or is one of codeOnlyFields), and every
