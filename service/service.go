@@ -38,7 +38,7 @@ type Service struct {
 	Recovery *recovery.Loop
 	// Retention removes expired final rows from the log (COORDINATOR_RETENTION).
 	Retention *retention.Service
-	Metrics  *metrics.Metrics // the service's own registry, served at /metrics
+	Metrics   *metrics.Metrics // the service's own registry, served at /metrics
 	// Ownership is this instance's lock and epoch (fencing); lost, the instance starts nothing.
 	Ownership *recovery.Ownership
 	logger    *slog.Logger
