@@ -15,7 +15,9 @@
 //     would never be swept; a prepared gid without its row is an orphan and would be rolled back,
 //     I6);
 //   - no hanging Kafka transaction of its producer is known (the repair reads the log's
-//     decision for the records it holds, recovery/hanging.go).
+//     decision for the records it holds, recovery/hanging.go). Only an instance knows the
+//     hanging transactions on its ids, so each instance removes the rows it ran, and the rows
+//     of dead instances (silent for longer than COORDINATOR_INSTANCE_LEASE).
 //
 // The last check happens in the DELETE itself, under the row's lock, for what the log holds
 // (state, age, registrations): a row reset for a retry meanwhile stays. The participants'
@@ -31,6 +33,8 @@
 // # Failure Handling
 //
 // Any error ends the pass (nothing is removed on a guess: a database that cannot be asked keeps
-// the batch's rows); the next pass starts from the oldest rows again. Several instances may run
-// it at once: each removal re-checks its conditions, and deleting a deleted row changes nothing.
+// the batch's rows); the next pass starts from the oldest rows again. Every instance runs it: the live
+// ones remove disjoint rows (their own); a dead instance's rows may be removed by several at
+// once, which is safe: each removal re-checks its conditions, and deleting a deleted row changes
+// nothing.
 package retention

@@ -29,6 +29,11 @@ const (
 type Config struct {
 	// Retention: final rows whose last change is older are removed; 0 keeps everything.
 	Retention time.Duration
+	// Instance and Lease: the rows this instance ran are removed, and those of instances silent
+	// for longer than Lease (dead). A live instance's own are left to it: only it knows the
+	// hanging Kafka transactions on its ids.
+	Instance string
+	Lease    time.Duration
 	// Batch is how many rows a batch checks and removes; Pause the wait between batches.
 	Batch int
 	Pause time.Duration
@@ -47,6 +52,9 @@ func (c *Config) defaults() {
 	if c.Interval <= 0 {
 		c.Interval = DefaultInterval
 	}
+	if c.Lease <= 0 {
+		c.Lease = 15 * time.Second // COORDINATOR_INSTANCE_LEASE's default
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -54,7 +62,7 @@ func (c *Config) defaults() {
 
 // Log is what the retention needs of the coordinator log (txlog.Log).
 type Log interface {
-	Expired(ctx context.Context, age time.Duration, after txlog.RetentionCursor, limit int) ([]txlog.Expired, txlog.RetentionCursor, bool, error)
+	Expired(ctx context.Context, age time.Duration, scope txlog.RetentionScope, after txlog.RetentionCursor, limit int) ([]txlog.Expired, txlog.RetentionCursor, bool, error)
 	Remove(ctx context.Context, gids []string, age time.Duration) (rows, events int64, err error)
 	Size(ctx context.Context) (txlog.Size, error)
 }
@@ -164,7 +172,8 @@ func (s *Service) removeExpired(ctx context.Context, st *Stats) error {
 			case <-time.After(s.cfg.Pause):
 			}
 		}
-		page, next, done, err := s.log.Expired(ctx, s.cfg.Retention, after, s.cfg.Batch)
+		page, next, done, err := s.log.Expired(ctx, s.cfg.Retention,
+			txlog.RetentionScope{Instance: s.cfg.Instance, Lease: s.cfg.Lease}, after, s.cfg.Batch)
 		if err != nil || done {
 			return err
 		}

@@ -92,6 +92,19 @@ func (e *env) exists(t *testing.T, name string) (row bool, events int) {
 	return row, events
 }
 
+// instance registers an instance that last beat silent ago and makes it the one that ran the rows.
+func (e *env) instance(t *testing.T, id string, silent time.Duration, names ...string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, `INSERT INTO coordinator_instances (instance_id, txn_id_prefix, pool_size, heartbeat_at)
+VALUES ($1, 'p', 1, now() - $2 * interval '1 second') ON CONFLICT (instance_id) DO NOTHING`, id, silent.Seconds())
+	require.NoError(t, err)
+	for _, n := range names {
+		_, err := e.pool.Exec(ctx, "UPDATE coordinator_transactions SET instance_id = $1 WHERE gid = $2", id, e.gid(n))
+		require.NoError(t, err)
+	}
+}
+
 // prepare leaves a prepared transaction of the gid on the database.
 func (e *env) prepare(t *testing.T, gid string) {
 	t.Helper()
@@ -154,6 +167,16 @@ func TestRetentionRemovesOnlyUnneededRows(t *testing.T) {
 			require.NoError(t, err)
 		}},
 		{name: "hanging", state: coord.StateCommitted, age: old, kept: true},
+		{name: "live instance's", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+			e.instance(t, "b", 0, name) // only b knows the hanging transactions on its ids
+		}},
+		{name: "dead instance's", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
+			e.instance(t, "c", time.Hour, name)
+		}},
+		{name: "unregistered instance's", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
+			_, err := e.pool.Exec(ctx, "UPDATE coordinator_transactions SET instance_id = 'gone' WHERE gid = $1", e.gid(name))
+			require.NoError(t, err)
+		}},
 	}
 	for _, c := range cases {
 		e.row(t, c.name, c.state, c.age)
@@ -167,12 +190,12 @@ func TestRetentionRemovesOnlyUnneededRows(t *testing.T) {
 	_, err := e.pool.Exec(ctx, "INSERT INTO coordinator_markers (gid) VALUES ($1)", shared)
 	require.NoError(t, err)
 
-	s := retention.New(retention.Config{Retention: week, Batch: 4, Pause: time.Millisecond}, e.log, e.sql,
+	s := retention.New(retention.Config{Retention: week, Instance: "a", Batch: 4, Pause: time.Millisecond}, e.log, e.sql,
 		hanging{{TransactionalID: "tx-hanging", ProducerID: 7}})
 	st, err := s.RunOnce(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, 2, st.Removed, "committed and aborted")
-	assert.Equal(t, 2, st.Events)
+	assert.Equal(t, 4, st.Removed, "committed, aborted, and the rows of instances not alive")
+	assert.Equal(t, 4, st.Events)
 	assert.Equal(t, 5, st.Kept, "marker, prepared gid, hanging, the shared pair (young, recent and registered rows are not candidates)")
 
 	for _, c := range cases {
@@ -197,7 +220,7 @@ func TestRetentionRemovesOnlyUnneededRows(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.admin.Exec(ctx, "ROLLBACK PREPARED '"+coord.SQLGIDFor(e.gid("prepared gid"), "default")+"'")
 	require.NoError(t, err)
-	s = retention.New(retention.Config{Retention: week, Batch: 4, Pause: time.Millisecond}, e.log, e.sql, nil)
+	s = retention.New(retention.Config{Retention: week, Instance: "a", Batch: 4, Pause: time.Millisecond}, e.log, e.sql, nil)
 	st, err = s.RunOnce(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 6, st.Removed, "marker, prepared gid, registered member, hanging, the shared pair")
@@ -206,7 +229,7 @@ func TestRetentionRemovesOnlyUnneededRows(t *testing.T) {
 		assert.False(t, row, n)
 		assert.Zero(t, events, n)
 	}
-	for _, n := range []string{"young", "active", "aborting", "prepared", "committing", "heuristic", "heuristic_mixed", "changed recently"} {
+	for _, n := range []string{"young", "active", "aborting", "prepared", "committing", "heuristic", "heuristic_mixed", "changed recently", "live instance's"} {
 		row, _ := e.exists(t, n)
 		assert.True(t, row, n)
 	}
@@ -224,7 +247,7 @@ func TestRetentionZeroKeepsEverything(t *testing.T) {
 	for i := range 5 {
 		e.row(t, fmt.Sprint("r", i), coord.StateCommitted, 1000*week)
 	}
-	s := retention.New(retention.Config{Retention: 0}, e.log, e.sql, nil)
+	s := retention.New(retention.Config{Retention: 0, Instance: "a"}, e.log, e.sql, nil)
 	st, err := s.RunOnce(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, st.Removed)
@@ -271,7 +294,7 @@ func TestRetentionBoundedBatches(t *testing.T) {
 		e.row(t, fmt.Sprintf("a%02d", i), coord.StateAborted, 2*week)
 	}
 	l := &countingLog{Log: e.log}
-	s := retention.New(retention.Config{Retention: week, Batch: 5, Pause: time.Millisecond}, l, e.sql, nil)
+	s := retention.New(retention.Config{Retention: week, Instance: "a", Batch: 5, Pause: time.Millisecond}, l, e.sql, nil)
 	st, err := s.RunOnce(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 32, st.Removed)
@@ -312,7 +335,7 @@ func TestRetentionReusedIDIsNew(t *testing.T) {
 	_, err = e.pool.Exec(ctx, `UPDATE coordinator_transactions SET created_at = created_at - interval '8 days',
     updated_at = updated_at - interval '8 days', finished_at = finished_at - interval '8 days'`)
 	require.NoError(t, err)
-	st, err := retention.New(retention.Config{Retention: week}, e.log, e.sql, nil).RunOnce(ctx)
+	st, err := retention.New(retention.Config{Retention: week, Instance: "a"}, e.log, e.sql, nil).RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Removed)
 

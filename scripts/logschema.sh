@@ -10,8 +10,11 @@
 #   2. removal: N_ROWS final rows removed by batched DELETEs (as package retention does)
 #      against dropping one time partition holding as many, and what partitioning would cost
 #      the table's unique keys.
-#   SECONDS_EACH (default 10), CLIENTS (default 8), ROUNDS (default 2), N_ROWS (default 200000).
+#   SECONDS_EACH (default 10), CLIENTS (default 8), ROUNDS (default 2), N_ROWS (default 200000),
+#   PARTS (default "hot removal").
 set -euo pipefail
+export PGOPTIONS="-c client_min_messages=warning"
+parts=${PARTS:-hot removal}
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 eval "$(bash scripts/services.sh env)"
 command -v pgbench >/dev/null || { echo "logschema: pgbench not found (Debian: postgresql-client)" >&2; exit 1; }
@@ -68,6 +71,7 @@ server_ticks() {
 }
 hz=$(getconf CLK_TCK)
 
+if [[ " $parts " == *" hot "* ]]; then
 echo "## HOT updates (CLIENTS=${CLIENTS:-8}, SECONDS_EACH=${SECONDS_EACH:-10}, ROUNDS=${ROUNDS:-2})"
 printf "%-14s %5s %9s %18s %12s %8s %12s\n" variant round "req/s" "server ms/request" updates "HOT %" "MB/100k req"
 for round in $(seq 1 "${ROUNDS:-2}"); do
@@ -89,6 +93,9 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
   done
 done
 
+fi
+
+[[ " $parts " == *" removal "* ]] || exit 0
 n_rows=${N_ROWS:-200000}
 echo
 echo "## Removal of $n_rows final rows"

@@ -208,7 +208,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 	if s.Kafka != nil {
 		hanging = s.Kafka
 	}
-	s.Retention = retention.New(retention.Config{Retention: cfg.Retention, Logger: logger}, s.Log, s.SQL, hanging)
+	s.Retention = retention.New(retention.Config{Retention: cfg.Retention,
+		Instance: cfg.Instance, Lease: cfg.InstanceLease, Logger: logger}, s.Log, s.SQL, hanging)
 	s.Metrics.WatchRetention(s.Retention)
 	if s.Kafka != nil {
 		s.Metrics.WatchPool(s.Kafka, cfg.PoolSize)

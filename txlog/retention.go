@@ -17,7 +17,9 @@ import (
 //   - Expired lists the candidates, a page at a time, by the (state, created_at, gid) index: rows
 //     committed or aborted whose last change is older than the age, and that no shared
 //     transaction's registration names. Never a row in doubt, heuristic (an operator's), or one
-//     a registration still needs (S2: its members decide a shared transaction);
+//     a registration still needs (S2: its members decide a shared transaction). Only rows the
+//     caller's instance ran, or that a dead instance ran (silent longer than the lease): the
+//     hanging Kafka transactions on an instance's ids are known to that instance alone;
 //   - the caller then drops those its participants still reference (a marker, a prepared gid,
 //     a hanging Kafka transaction, package retention);
 //   - Remove deletes what is left in one statement that checks the row's conditions again under
@@ -46,21 +48,30 @@ type RetentionCursor struct {
 var retentionStates = []coord.State{coord.StateAborted, coord.StateCommitted}
 
 // expiredSQL is one page of candidates of one state ($1), oldest first after the cursor
-// ($2, $3), created and last changed more than $4 microseconds ago, at most $5. The order and
-// the range are the (state, created_at, gid) index's, so a page reads only its rows however
-// large the log.
+// ($2, $3), created and last changed more than $4 microseconds ago, at most $5, run by instance
+// $6 or by one whose heartbeat is older than $7 microseconds. The order and the range are the
+// (state, created_at, gid) index's, so a page reads only its rows however large the log.
 const expiredSQL = `
 SELECT gid, created_at, sql_gids, transactional_id, producer_id FROM coordinator_transactions t
 WHERE state = $1 AND (created_at, gid) > ($2, $3)
   AND created_at < now() - $4::bigint * interval '1 microsecond'
   AND updated_at < now() - $4::bigint * interval '1 microsecond'
+  AND (t.instance_id = $6 OR NOT EXISTS (SELECT 1 FROM coordinator_instances i
+       WHERE i.instance_id = t.instance_id AND i.heartbeat_at > now() - $7::bigint * interval '1 microsecond'))
   AND NOT EXISTS (SELECT 1 FROM coordinator_shared_gids s WHERE t.gid = ANY(s.members))
 ORDER BY created_at, gid
 LIMIT $5`
 
-// Expired returns up to limit candidates after the cursor and the cursor of the next page
-// (done: none is left, of any state).
-func (l *Log) Expired(ctx context.Context, age time.Duration, after RetentionCursor, limit int) (page []Expired, next RetentionCursor, done bool, err error) {
+// RetentionScope says whose rows an instance's retention removes: its own, and those of
+// instances silent for longer than Lease (dead).
+type RetentionScope struct {
+	Instance string
+	Lease    time.Duration
+}
+
+// Expired returns up to limit candidates of the scope after the cursor and the cursor of the
+// next page (done: none is left, of any state).
+func (l *Log) Expired(ctx context.Context, age time.Duration, scope RetentionScope, after RetentionCursor, limit int) (page []Expired, next RetentionCursor, done bool, err error) {
 	if age <= 0 {
 		return nil, after, true, fmt.Errorf("txlog: expired rows: age %s: must be positive", age)
 	}
@@ -75,7 +86,8 @@ func (l *Log) Expired(ctx context.Context, age time.Duration, after RetentionCur
 		if after.State != state {
 			after = RetentionCursor{State: state, CreatedAt: time.Unix(0, 0)}
 		}
-		rows, err := l.pool.Query(ctx, expiredSQL, string(state), after.CreatedAt, after.GID, age.Microseconds(), limit)
+		rows, err := l.pool.Query(ctx, expiredSQL, string(state), after.CreatedAt, after.GID, age.Microseconds(), limit,
+			scope.Instance, scope.Lease.Microseconds())
 		if err != nil {
 			return nil, after, false, fmt.Errorf("txlog: expired rows: %w", err)
 		}
