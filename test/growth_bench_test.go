@@ -60,13 +60,14 @@ func BenchmarkGrowth(b *testing.B) {
 	settings := []string{"KAFKA_POOL_SIZE=64", "COORDINATOR_DB_MAX_CONNS=96",
 		"COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=10s", "COORDINATOR_MAX_IN_FLIGHT=4096"}
 	type log struct {
-		name  string
-		e     *env
-		base  string
-		pid   int
-		size  txlog.Size
-		loop  *recovery.Loop
-		txlog *txlog.Log
+		name   string
+		e      *env
+		base   string
+		pid    int
+		size   txlog.Size
+		loop   *recovery.Loop
+		txlog  *txlog.Log
+		warmID string
 	}
 	var logs []*log
 	for _, name := range []string{"empty", "full", "expiring"} {
@@ -115,7 +116,9 @@ func BenchmarkGrowth(b *testing.B) {
 	}
 	for i := range 300 { // warm up every path, untimed
 		for _, l := range logs {
-			require.NoError(b, via(l)(0, fmt.Sprintf("warm-%d-%s", i, randHex(6))))
+			id := fmt.Sprintf("warm-%d-%s", i, randHex(6))
+			require.NoError(b, via(l)(0, id))
+			l.warmID = id
 		}
 	}
 	order := slices.Clone(logs)
@@ -135,6 +138,35 @@ func BenchmarkGrowth(b *testing.B) {
 			})
 		}
 		slices.Reverse(order) // the next concurrency sees the other order
+	}
+	// The reads of one row, of the newest page and of the in-doubt view, which must not depend on
+	// the number of final rows either.
+	for _, read := range []struct{ name, path string }{
+		{"get", "/v1/transactions/warm-0"},
+		{"list-newest", "/v1/transactions?limit=50"},
+		{"list-committed", "/v1/transactions?state=committed&limit=50"},
+		{"in-doubt-view", "/v1/transactions?state=in-doubt"},
+	} {
+		for _, l := range order {
+			path := read.path
+			if read.name == "get" {
+				path = "/v1/transactions/" + l.warmID
+			}
+			b.Run(fmt.Sprintf("%s/%s", l.name, read.name), func(b *testing.B) {
+				// At most 50 reads whatever -benchtime says: a read that scans the log must not
+				// take the run's time.
+				n := min(b.N, 50)
+				began := time.Now()
+				for range n {
+					resp, err := client.Get(l.base + path)
+					require.NoError(b, err)
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					require.Equal(b, http.StatusOK, resp.StatusCode, path)
+				}
+				b.ReportMetric(float64(time.Since(began).Microseconds())/1000/float64(n), "ms/read")
+			})
+		}
 	}
 	for _, l := range order {
 		b.Run(fmt.Sprintf("%s/recovery-pass", l.name), func(b *testing.B) {
