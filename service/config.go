@@ -68,6 +68,9 @@ type Config struct {
 	// MarkerAge: marker rows of transactions whose final state is durable are deleted once this
 	// old (COORDINATOR_MARKER_AGE).
 	MarkerAge time.Duration
+	// Retention: final log rows whose last change is older are removed with their events
+	// (COORDINATOR_RETENTION, package retention); 0 keeps everything.
+	Retention time.Duration
 	// ShutdownTimeout bounds a graceful shutdown (COORDINATOR_SHUTDOWN_TIMEOUT): requests in
 	// flight finish within it, or are left to recovery (Service.Serve).
 	ShutdownTimeout time.Duration
@@ -124,6 +127,7 @@ func Defaults() Config {
 		ClaimWait:        10 * time.Second,
 		FinishTimeout:    30 * time.Second,
 		MarkerAge:        time.Minute,
+		Retention:        7 * 24 * time.Hour, // Kafka's transactional.id.expiration.ms default
 		ShutdownTimeout:  25 * time.Second,
 	}
 }
@@ -257,6 +261,9 @@ func (c Config) Validate() error {
 	}
 	if c.MarkerAge < time.Second {
 		errs = append(errs, fmt.Sprintf("COORDINATOR_MARKER_AGE=%s: at least 1s", c.MarkerAge))
+	}
+	if c.Retention != 0 && (c.Retention < time.Minute || c.Retention < c.MarkerAge) {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_RETENTION=%s: 0 (keep everything) or at least 1m and at least COORDINATOR_MARKER_AGE=%s", c.Retention, c.MarkerAge))
 	}
 	if c.ClaimWait < 0 {
 		errs = append(errs, fmt.Sprintf("COORDINATOR_CLAIM_WAIT=%s: must not be negative", c.ClaimWait))

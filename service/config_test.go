@@ -237,6 +237,10 @@ func TestValidate(t *testing.T) {
 		{"body limit too small", func(c *service.Config) { c.MaxBodyBytes = 100 }, "COORDINATOR_MAX_BODY_BYTES"},
 		{"no statements", func(c *service.Config) { c.MaxStatements = 0 }, "COORDINATOR_MAX_STATEMENTS"},
 		{"no records", func(c *service.Config) { c.MaxRecords = 0 }, "COORDINATOR_MAX_RECORDS"},
+		{"retention 0 keeps everything", func(c *service.Config) { c.Retention = 0 }, ""},
+		{"retention below a minute", func(c *service.Config) { c.Retention = 30 * time.Second }, "COORDINATOR_RETENTION"},
+		{"retention below the marker age", func(c *service.Config) { c.Retention, c.MarkerAge = time.Hour, 2 * time.Hour }, "COORDINATOR_RETENTION"},
+		{"negative retention", func(c *service.Config) { c.Retention = -time.Hour }, "COORDINATOR_RETENTION"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/metrics"
 	"github.com/kpgtx/coordinator/recovery"
+	"github.com/kpgtx/coordinator/retention"
 	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txlog"
 )
@@ -35,7 +36,9 @@ type Service struct {
 	Coord    *coord.Coordinator
 	API      *api.Server
 	Recovery *recovery.Loop
-	Metrics  *metrics.Metrics // the service's own registry, served at /metrics
+	// Retention removes expired final rows from the log (COORDINATOR_RETENTION).
+	Retention *retention.Service
+	Metrics   *metrics.Metrics // the service's own registry, served at /metrics
 	// Ownership is this instance's lock and epoch (fencing); lost, the instance starts nothing.
 	Ownership *recovery.Ownership
 	logger    *slog.Logger
@@ -202,6 +205,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		Tracer: tracer},
 		api.Deps{Coord: s.Coord, Log: s.Log, Recovery: s.Recovery, SQL: s.SQL, Kafka: s.Kafka, Metrics: s.Metrics})
 	s.Metrics.WatchRecovery(s.Recovery)
+	var hanging retention.Hanging
+	if s.Kafka != nil {
+		hanging = s.Kafka
+	}
+	s.Retention = retention.New(retention.Config{Retention: cfg.Retention,
+		Instance: cfg.Instance, Lease: cfg.InstanceLease, Logger: logger}, s.Log, s.SQL, hanging)
+	s.Metrics.WatchRetention(s.Retention)
 	if s.Kafka != nil {
 		s.Metrics.WatchPool(s.Kafka, cfg.PoolSize)
 	}
@@ -209,12 +219,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 	return s, nil
 }
 
-// Start runs the background services (the recovery loop) until ctx is done.
+// Start runs the background services (the recovery loop, the retention) until ctx is done.
 func (s *Service) Start(ctx context.Context) {
 	if s.Kafka != nil {
 		s.Kafka.Start(ctx) // the restart watch (kafkatxn/hanging.go)
 	}
 	s.Recovery.Start(ctx)
+	s.Retention.Start(ctx)
 }
 
 // faultHook is the test-only COORDINATOR_FAULT: the process kills itself (SIGKILL, no cleanup)
@@ -289,6 +300,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	case err := <-errc:
 		stopLoop()
 		s.Recovery.Wait()
+		s.Retention.Wait()
 		return err
 	case <-ctx.Done():
 	}
@@ -352,6 +364,7 @@ func (s *Service) recoveryDone() <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		s.Recovery.Wait()
+		s.Retention.Wait() // a batch in flight ends with its context
 		close(done)
 	}()
 	return done

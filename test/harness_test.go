@@ -127,6 +127,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	t.Cleanup(func() {
 		stopLoop()
 		svc.Recovery.Wait()
+		svc.Retention.Wait()
 		e.srv.Close()
 		svc.Close()
 	})

@@ -108,21 +108,28 @@ func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transacti
 		stored, err = freshRow(r, t)
 		return err
 	}
-	err = l.queryRowMerged(ctx, beginSQL, beginArgs(row), row, fresh)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = l.queryRow(ctx, resetSQL, []any{row.requestID, row.digest, row.instance,
-			row.sqlGIDs, row.epoch, row.onePhase}, func(r pgx.Row) (err error) {
-			stored, err = scan(r)
-			return err
-		})
+	for attempt := 0; ; attempt++ {
+		err = l.queryRowMerged(ctx, beginSQL, beginArgs(row), row, fresh)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = l.queryRow(ctx, resetSQL, []any{row.requestID, row.digest, row.instance,
+				row.sqlGIDs, row.epoch, row.onePhase}, func(r pgx.Row) (err error) {
+				stored, err = scan(r)
+				return err
+			})
+		}
+		if err == nil {
+			return stored, true, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, fmt.Errorf("txlog: begin %s: %w", t.GID, err)
+		}
+		stored, err = l.Get(ctx, t.ID)
+		// A row that the insert met and that is gone now was removed by the retention in
+		// between (R1): the request is a new transaction, inserted once more.
+		if !errors.Is(err, coord.ErrNotFound) || attempt > 0 {
+			break
+		}
 	}
-	if err == nil {
-		return stored, true, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, fmt.Errorf("txlog: begin %s: %w", t.GID, err)
-	}
-	stored, err = l.Get(ctx, t.ID)
 	if errors.Is(err, coord.ErrNotFound) {
 		if _, gerr := l.getBy(ctx, "gid", t.GID); gerr == nil {
 			// Only a log shared by coordinators of different gid prefixes can get here.

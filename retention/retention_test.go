@@ -1,0 +1,350 @@
+package retention_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/internal/pgtest"
+	"github.com/kpgtx/coordinator/kafkatxn"
+	"github.com/kpgtx/coordinator/retention"
+	"github.com/kpgtx/coordinator/sqltxn"
+	"github.com/kpgtx/coordinator/txlog"
+)
+
+// env is a log on a fresh schema of the real PostgreSQL, which is also the default database.
+type env struct {
+	log    *txlog.Log
+	pool   *pgxpool.Pool
+	sql    *sqltxn.Databases
+	admin  *pgx.Conn
+	schema string
+	dsn    string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	schema, dsn, admin := pgtest.Schema(t)
+	t.Cleanup(func() {
+		rows, _ := admin.Query(ctx, "SELECT gid FROM pg_prepared_xacts WHERE starts_with(gid, $1)", schema)
+		gids, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+		for _, g := range gids {
+			_, _ = admin.Exec(ctx, "ROLLBACK PREPARED '"+g+"'")
+		}
+	})
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	log := txlog.New(pool, txlog.Options{})
+	t.Cleanup(log.Close)
+	require.NoError(t, txlog.Migrate(ctx, log, "up"))
+	sql, err := sqltxn.Open(ctx, map[string]string{"default": dsn}, sqltxn.Options{MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(sql.Close)
+	return &env{log: log, pool: pool, sql: sql, admin: admin, schema: schema, dsn: dsn}
+}
+
+// gid is the global gid of a test row.
+func (e *env) gid(name string) string { return e.schema + "_" + name }
+
+// row inserts a log row of the state, created and last changed age ago, with one event, and
+// the SQL gids it names (its own gid on default, unless sqlGIDs says otherwise).
+func (e *env) row(t *testing.T, name string, state coord.State, age time.Duration, sqlGIDs ...string) {
+	t.Helper()
+	ctx := context.Background()
+	g := e.gid(name)
+	if len(sqlGIDs) == 0 {
+		sqlGIDs = []string{coord.SQLGIDFor(g, "default")}
+	}
+	gids := "["
+	for i, s := range sqlGIDs {
+		if i > 0 {
+			gids += ","
+		}
+		gids += fmt.Sprintf(`{"database":"default","gid":%q}`, s)
+	}
+	gids += "]"
+	_, err := e.pool.Exec(ctx, `INSERT INTO coordinator_transactions
+    (gid, request_id, request_digest, instance_id, state, owner_instance, sql_gids, transactional_id, producer_id,
+     created_at, updated_at, finished_at)
+VALUES ($1, $2, '\x01', 'a', $3, 'a', $4::jsonb, 'tx-'||$2, 7,
+     now() - $5 * interval '1 second', now() - $5 * interval '1 second', now() - $5 * interval '1 second')`,
+		g, name, string(state), gids, age.Seconds())
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `INSERT INTO coordinator_events (gid, state, created_at) VALUES ($1, 'committing', now())`, g)
+	require.NoError(t, err)
+}
+
+func (e *env) exists(t *testing.T, name string) (row bool, events int) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM coordinator_transactions WHERE gid = $1),
+    (SELECT count(*) FROM coordinator_events WHERE gid = $1)`, e.gid(name)).Scan(&row, &events))
+	return row, events
+}
+
+// instance registers an instance that last beat silent ago and makes it the one that ran the rows.
+func (e *env) instance(t *testing.T, id string, silent time.Duration, names ...string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, `INSERT INTO coordinator_instances (instance_id, txn_id_prefix, pool_size, heartbeat_at)
+VALUES ($1, 'p', 1, now() - $2 * interval '1 second') ON CONFLICT (instance_id) DO NOTHING`, id, silent.Seconds())
+	require.NoError(t, err)
+	for _, n := range names {
+		_, err := e.pool.Exec(ctx, "UPDATE coordinator_transactions SET instance_id = $1 WHERE gid = $2", id, e.gid(n))
+		require.NoError(t, err)
+	}
+}
+
+// prepare leaves a prepared transaction of the gid on the database.
+func (e *env) prepare(t *testing.T, gid string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "BEGIN")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "PREPARE TRANSACTION '"+gid+"'")
+	require.NoError(t, err)
+}
+
+type hanging []kafkatxn.Hanging
+
+func (h hanging) HangingTransactions() []kafkatxn.Hanging { return h }
+
+const week = 7 * 24 * time.Hour
+
+// R1 against PostgreSQL: the expired final rows go with their events; rows in doubt, heuristic,
+// young, recently changed, named by a registration, referenced by a marker or a prepared
+// transaction of theirs (their own gid or their shared transaction's), or by a hanging Kafka
+// transaction, stay.
+func TestRetentionRemovesOnlyUnneededRows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	old := week + time.Hour
+	shared := e.schema + "_+a+s1@default"
+	cases := []struct {
+		name  string
+		state coord.State
+		age   time.Duration
+		setup func(t *testing.T, name string)
+		kept  bool
+	}{
+		{name: "committed", state: coord.StateCommitted, age: old},
+		{name: "aborted", state: coord.StateAborted, age: old},
+		{name: "young", state: coord.StateCommitted, age: week - time.Hour, kept: true},
+		{name: "active", state: coord.StateActive, age: old, kept: true},
+		{name: "aborting", state: coord.StateAborting, age: old, kept: true},
+		{name: "prepared", state: coord.StatePrepared, age: old, kept: true},
+		{name: "committing", state: coord.StateCommitting, age: old, kept: true},
+		{name: "heuristic", state: coord.StateHeuristic, age: old, kept: true},
+		{name: "heuristic_mixed", state: coord.StateHeuristicMixed, age: old, kept: true},
+		{name: "changed recently", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+			_, err := e.pool.Exec(ctx, "UPDATE coordinator_transactions SET updated_at = now() WHERE gid = $1", e.gid(name))
+			require.NoError(t, err)
+		}},
+		{name: "marker", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+			_, err := e.pool.Exec(ctx, "INSERT INTO coordinator_markers (gid) VALUES ($1)", coord.SQLGIDFor(e.gid(name), "default"))
+			require.NoError(t, err)
+		}},
+		{name: "prepared gid", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+			e.prepare(t, coord.SQLGIDFor(e.gid(name), "default"))
+		}},
+		{name: "registered member", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+			_, err := e.pool.Exec(ctx, "INSERT INTO coordinator_shared_gids (gid, members) VALUES ($1, $2)",
+				e.schema+"_+a+reg@default", []string{e.gid(name)})
+			require.NoError(t, err)
+		}},
+		{name: "hanging", state: coord.StateCommitted, age: old, kept: true},
+		{name: "live instance's", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+			e.instance(t, "b", 0, name) // only b knows the hanging transactions on its ids
+		}},
+		{name: "dead instance's", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
+			e.instance(t, "c", time.Hour, name)
+		}},
+		{name: "unregistered instance's", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
+			_, err := e.pool.Exec(ctx, "UPDATE coordinator_transactions SET instance_id = 'gone' WHERE gid = $1", e.gid(name))
+			require.NoError(t, err)
+		}},
+	}
+	for _, c := range cases {
+		e.row(t, c.name, c.state, c.age)
+		if c.setup != nil {
+			c.setup(t, c.name)
+		}
+	}
+	// Two members of a shared transaction whose marker is still there, without a registration.
+	e.row(t, "shared-a", coord.StateCommitted, old, shared)
+	e.row(t, "shared-b", coord.StateCommitted, old, shared)
+	_, err := e.pool.Exec(ctx, "INSERT INTO coordinator_markers (gid) VALUES ($1)", shared)
+	require.NoError(t, err)
+
+	s := retention.New(retention.Config{Retention: week, Instance: "a", Batch: 4, Pause: time.Millisecond}, e.log, e.sql,
+		hanging{{TransactionalID: "tx-hanging", ProducerID: 7}})
+	st, err := s.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 4, st.Removed, "committed, aborted, and the rows of instances not alive")
+	assert.Equal(t, 4, st.Events)
+	assert.Equal(t, 5, st.Kept, "marker, prepared gid, hanging, the shared pair (young, recent and registered rows are not candidates)")
+
+	for _, c := range cases {
+		row, events := e.exists(t, c.name)
+		if c.kept {
+			assert.True(t, row, "%s: kept", c.name)
+			assert.Equal(t, 1, events, "%s: its events kept", c.name)
+		} else {
+			assert.False(t, row, "%s: removed", c.name)
+			assert.Zero(t, events, "%s: its events removed with it", c.name)
+		}
+	}
+	for _, n := range []string{"shared-a", "shared-b"} {
+		row, _ := e.exists(t, n)
+		assert.True(t, row, "%s: its shared transaction's marker is still there", n)
+	}
+
+	// Once the references are gone, the rows go too.
+	_, err = e.pool.Exec(ctx, "DELETE FROM coordinator_markers")
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, "DELETE FROM coordinator_shared_gids")
+	require.NoError(t, err)
+	_, err = e.admin.Exec(ctx, "ROLLBACK PREPARED '"+coord.SQLGIDFor(e.gid("prepared gid"), "default")+"'")
+	require.NoError(t, err)
+	s = retention.New(retention.Config{Retention: week, Instance: "a", Batch: 4, Pause: time.Millisecond}, e.log, e.sql, nil)
+	st, err = s.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 6, st.Removed, "marker, prepared gid, registered member, hanging, the shared pair")
+	for _, n := range []string{"marker", "prepared gid", "registered member", "hanging", "shared-a", "shared-b"} {
+		row, events := e.exists(t, n)
+		assert.False(t, row, n)
+		assert.Zero(t, events, n)
+	}
+	for _, n := range []string{"young", "active", "aborting", "prepared", "committing", "heuristic", "heuristic_mixed", "changed recently", "live instance's"} {
+		row, _ := e.exists(t, n)
+		assert.True(t, row, n)
+	}
+	size, ok := s.LastSize()
+	require.True(t, ok, "a pass samples the log's size")
+	assert.Positive(t, size.Bytes)
+	assert.False(t, size.OldestFinal.IsZero(), "young and changed recently are final")
+}
+
+// A retention of 0 keeps everything; the passes still sample the log's size.
+func TestRetentionZeroKeepsEverything(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	for i := range 5 {
+		e.row(t, fmt.Sprint("r", i), coord.StateCommitted, 1000*week)
+	}
+	s := retention.New(retention.Config{Retention: 0, Instance: "a"}, e.log, e.sql, nil)
+	st, err := s.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.Removed)
+	assert.Zero(t, st.Batches)
+	for i := range 5 {
+		row, events := e.exists(t, fmt.Sprint("r", i))
+		assert.True(t, row)
+		assert.Equal(t, 1, events)
+	}
+	_, ok := s.LastSize()
+	assert.True(t, ok)
+}
+
+// countingLog records the size of every removal.
+type countingLog struct {
+	*txlog.Log
+	mu      sync.Mutex
+	removes []int
+}
+
+func (c *countingLog) Remove(ctx context.Context, gids []string, age time.Duration) (int64, int64, error) {
+	c.mu.Lock()
+	c.removes = append(c.removes, len(gids))
+	c.mu.Unlock()
+	return c.Log.Remove(ctx, gids, age)
+}
+
+// The rate is bounded: no statement removes more than a batch, and a pass goes past rows it
+// must keep however many there are at the head (its cursor), reaching every expired row.
+func TestRetentionBoundedBatches(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	for i := range 12 { // the oldest: kept for their markers
+		name := fmt.Sprintf("m%02d", i)
+		e.row(t, name, coord.StateCommitted, 3*week)
+		_, err := e.pool.Exec(ctx, "INSERT INTO coordinator_markers (gid) VALUES ($1)", coord.SQLGIDFor(e.gid(name), "default"))
+		require.NoError(t, err)
+	}
+	for i := range 25 {
+		e.row(t, fmt.Sprintf("c%02d", i), coord.StateCommitted, 2*week)
+	}
+	for i := range 7 {
+		e.row(t, fmt.Sprintf("a%02d", i), coord.StateAborted, 2*week)
+	}
+	l := &countingLog{Log: e.log}
+	s := retention.New(retention.Config{Retention: week, Instance: "a", Batch: 5, Pause: time.Millisecond}, l, e.sql, nil)
+	st, err := s.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 32, st.Removed)
+	assert.Equal(t, 12, st.Kept)
+	assert.Equal(t, 2+8, st.Batches, "pages of 5: 7 aborted rows, then 37 committed ones")
+	for _, n := range l.removes {
+		assert.LessOrEqual(t, n, 5, "at most a batch per statement")
+	}
+	var left int
+	require.NoError(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM coordinator_transactions").Scan(&left))
+	assert.Equal(t, 12, left)
+	assert.Equal(t, int64(32), s.Totals().Removed)
+}
+
+// An id reused after its row was removed is a new transaction: Begin creates it afresh, with a
+// history of its own.
+func TestRetentionReusedIDIsNew(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	epoch, err := txlog.BumpEpoch(ctx, e.pool, "a")
+	require.NoError(t, err)
+	begin := func(digest byte) (*coord.Transaction, bool) {
+		t.Helper()
+		tr, created, err := e.log.Begin(ctx, &coord.Transaction{ID: "reused", GID: e.gid("reused"), Instance: "a",
+			State: coord.StateActive, Owner: "a", OwnerEpoch: epoch, Digest: []byte{digest},
+			SQLGIDs: []coord.SQLGID{{Database: "default", GID: coord.SQLGIDFor(e.gid("reused"), "default")}}})
+		require.NoError(t, err)
+		return tr, created
+	}
+	first, created := begin(1)
+	require.True(t, created)
+	require.NoError(t, e.log.Transition(ctx, first, coord.StateCommitting))
+	require.NoError(t, e.log.Committed(ctx, first, time.Time{}))
+	_, created = begin(2)
+	require.False(t, created, "within the retention the id is the same transaction")
+
+	_, err = e.pool.Exec(ctx, `UPDATE coordinator_transactions SET created_at = created_at - interval '8 days',
+    updated_at = updated_at - interval '8 days', finished_at = finished_at - interval '8 days'`)
+	require.NoError(t, err)
+	st, err := retention.New(retention.Config{Retention: week, Instance: "a"}, e.log, e.sql, nil).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Removed)
+
+	second, created := begin(2)
+	assert.True(t, created, "after its removal the id is a new transaction")
+	assert.Equal(t, coord.StateActive, second.State)
+	assert.Equal(t, []byte{2}, second.Digest)
+	events, err := e.log.Events(ctx, second.GID)
+	require.NoError(t, err)
+	require.Len(t, events, 1, "the history is the new transaction's only: %v", events)
+	assert.Equal(t, coord.StateActive, events[0].State)
+}
