@@ -83,6 +83,8 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 		return fmt.Errorf("client: pipeline consumer: %w", err)
 	}
 	defer cl.Close() // leaves the group
+	// attempt counts the sends of the batch at the group's position: a new id after each abort.
+	attempt := 0
 	for {
 		fetches := cl.PollRecords(ctx, max)
 		if ctx.Err() != nil {
@@ -99,9 +101,10 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 			continue
 		}
 		member, gen := cl.GroupMetadata()
-		t, err := c.submitBatch(ctx, p, batch, member, gen)
+		t, err := c.submitBatch(ctx, p, batch, member, gen, attempt)
 		switch {
 		case err == nil:
+			attempt = 0
 			if p.OnCommit != nil {
 				p.OnCommit(batch, t)
 			}
@@ -119,6 +122,20 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 			rewind(cl, batch)
 			cl.AllowRebalance()
 			return nil
+		case againAfterAbort(err) && attempt < maxBatchAttempts:
+			// Aborted for a reason that is not the batch's (recovery's presumed abort after a
+			// coordinator crash, a Kafka transaction that could not complete): nothing of it
+			// committed, so it is polled again and sent under a new id.
+			log.Warn("pipeline batch aborted; polling it again", "group", p.Group, "records", len(batch),
+				"attempt", attempt, "error", err)
+			attempt++
+			rewind(cl, batch)
+			cl.AllowRebalance()
+			select {
+			case <-ctx.Done():
+			case <-time.After(fencedPause):
+			}
+			continue
 		default:
 			rewind(cl, batch)
 			cl.AllowRebalance()
@@ -129,7 +146,7 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 }
 
 // submitBatch sends one batch as one request, again and again while the answer is no outcome.
-func (c *Client) submitBatch(ctx context.Context, p Pipeline, batch []*kgo.Record, member string, gen int32) (*Transaction, error) {
+func (c *Client) submitBatch(ctx context.Context, p Pipeline, batch []*kgo.Record, member string, gen int32, attempt int) (*Transaction, error) {
 	sql, out, err := p.Transform(ctx, batch)
 	if err != nil {
 		return nil, fmt.Errorf("transform: %w", err)
@@ -138,7 +155,7 @@ func (c *Client) submitBatch(ctx context.Context, p Pipeline, batch []*kgo.Recor
 	if p.InstanceID != "" {
 		oc.GroupInstanceID = &p.InstanceID
 	}
-	req := TransactionRequest{ID: BatchID(oc), SQL: sql, Kafka: out, KafkaOffsets: oc, TimeoutMS: p.TimeoutMS}
+	req := TransactionRequest{ID: BatchID(oc) + "-" + strconv.Itoa(attempt), SQL: sql, Kafka: out, KafkaOffsets: oc, TimeoutMS: p.TimeoutMS}
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
 		t, err := c.Submit(ctx, req)
 		switch {
@@ -191,9 +208,9 @@ func BatchOffsets(group, member string, gen int32, batch []*kgo.Record) *OffsetC
 	return oc
 }
 
-// BatchID is the request id of a batch: the same group, member, generation and offsets give
-// the same id, so a resend returns the first attempt's outcome; a new owner's batch of the same
-// input (another member or generation) gets another.
+// BatchID is the request id of a batch (RunPipeline adds the attempt): the same group, member,
+// generation and offsets give the same id, so a resend returns the first attempt's outcome; a
+// new owner's batch of the same input (another member or generation) gets another.
 func BatchID(oc *OffsetCommit) string {
 	h := sha256.New()
 	gen := int32(-1)
@@ -222,6 +239,25 @@ func rewind(cl *kgo.Client, batch []*kgo.Record) {
 		}
 	}
 	cl.SetOffsets(first)
+}
+
+// maxBatchAttempts bounds how often one batch is sent again under a new id after aborts that
+// were not its own fault (againAfterAbort).
+const maxBatchAttempts = 10
+
+// againAfterAbort reports an abort that says nothing about the batch: the coordinator's own
+// (a presumed abort by recovery after a crash, a refused log write) or Kafka's (a transaction
+// that could not complete). A statement's failure, a refused configuration or a fenced member
+// is not sent again.
+func againAfterAbort(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrAborted) || errors.Is(err, ErrGroupFenced) {
+		return false
+	}
+	if e.Class == "invalid_configuration" {
+		return false
+	}
+	return e.Participant == "coordinator" || e.Participant == "kafka"
 }
 
 // fencedPause is the wait after a fenced batch before polling again: the member's heartbeat

@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -34,7 +35,8 @@ func main() {
 		out         = flag.String("out", "shipments", "the output topic (shipment records)")
 		table       = flag.String("table", "shipments", "the table of shipment rows")
 		token       = flag.String("token", os.Getenv("COORDINATOR_TOKEN"), "a bearer token with the submit role")
-		maxPoll     = flag.Int("max-poll", 500, "records per batch at most")
+		maxPoll     = flag.Int("max-poll", 100, "records per batch at most (one statement each: at most the server's COORDINATOR_MAX_STATEMENTS)")
+		session     = flag.Duration("session-timeout", 45*time.Second, "the group session timeout: how long a dead member holds its partitions")
 	)
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -54,6 +56,7 @@ func main() {
 	p := client.Pipeline{
 		Brokers: strings.Split(*brokers, ","), Group: *group, Topics: []string{*in},
 		MaxPollRecords: *maxPoll, Logger: log,
+		Options: []kgo.Opt{kgo.SessionTimeout(*session), kgo.HeartbeatInterval(min(3*time.Second, *session/10))},
 		Transform: func(_ context.Context, batch []*kgo.Record) ([]client.Statement, []client.Record, error) {
 			sql := make([]client.Statement, 0, len(batch))
 			recs := make([]client.Record, 0, len(batch))
