@@ -152,6 +152,8 @@ type transactionRequest struct {
 	SQL       []coord.Statement `json:"sql"`
 	Kafka     []coord.Record    `json:"kafka"`
 	TimeoutMS *int64            `json:"timeout_ms"`
+	// KafkaOffsets: a consumer group's offsets, committed with the rest (coord.OffsetCommit).
+	KafkaOffsets *coord.OffsetCommit `json:"kafka_offsets"`
 }
 
 func (s *Server) createTransaction(w http.ResponseWriter, r *http.Request) error {
@@ -180,7 +182,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) (coord.Request, 
 	if _, err := s.readJSON(w, r, &in, false); err != nil {
 		return coord.Request{}, err
 	}
-	req := coord.Request{ID: in.ID, SQL: in.SQL, Kafka: in.Kafka}
+	req := coord.Request{ID: in.ID, SQL: in.SQL, Kafka: in.Kafka, KafkaOffsets: in.KafkaOffsets}
 	if in.TimeoutMS != nil {
 		if *in.TimeoutMS < MinTimeoutMS {
 			return coord.Request{}, &coord.InvalidError{Field: "timeout_ms", Reason: fmt.Sprintf(

@@ -38,6 +38,11 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrForbidden: the token lacks the operation's role (403).
 	ErrForbidden = errors.New("forbidden")
+	// ErrGroupFenced: the consumer group refused the request's offsets because the member is no
+	// longer the one it knows (a rebalance moved on: 409 with participant kafka_group and class
+	// fenced). Nothing of the request committed; the caller drops its batch and rejoins.
+	// ErrAborted matches too.
+	ErrGroupFenced = errors.New("consumer group fenced the offset commit")
 )
 
 // Error is an answer other than a success. For an outcome (409 aborted, 202 in doubt, 503 with
@@ -117,6 +122,9 @@ func (e *Error) Is(target error) bool {
 		return e.Status == http.StatusUnauthorized
 	case ErrForbidden:
 		return e.Status == http.StatusForbidden
+	case ErrGroupFenced:
+		return e.Status == http.StatusConflict && e.Transaction != nil &&
+			e.Participant == ParticipantKafkaGroup && e.Class == "fenced"
 	}
 	return false
 }

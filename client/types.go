@@ -38,6 +38,9 @@ type TransactionRequest struct {
 	Kafka []Record    `json:"kafka,omitempty"`
 	// TimeoutMS is the time budget in milliseconds (at least 100); nil: the server's default.
 	TimeoutMS *int64 `json:"timeout_ms,omitempty"`
+
+	// KafkaOffsets are a consumer group's offsets committed with the rest (offsets.go).
+	KafkaOffsets *OffsetCommit `json:"kafka_offsets,omitempty"`
 }
 
 // Statement is one SQL statement (TransactionRequest.sql[]): exactly one of Statement (SQL text
@@ -90,6 +93,9 @@ type Transaction struct {
 	FinishedAt *time.Time    `json:"finished_at,omitempty"`
 	// Events is the event history, oldest first.
 	Events []Event `json:"events,omitempty"`
+
+	// KafkaOffsets are the group's offsets the Kafka transaction commits (logged with prepared).
+	KafkaOffsets *OffsetCommit `json:"kafka_offsets,omitempty"`
 
 	// Raw is the server's JSON of this transaction as received, for callers that print it.
 	Raw json.RawMessage `json:"-"`

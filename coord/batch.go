@@ -142,7 +142,9 @@ func (b *batcher) seal(bt *batch) []*member {
 // other requests in flight (a lone request keeps the concurrent SQL ∥ Kafka path and waits for
 // nobody).
 func (c *Coordinator) shares(w *work) bool {
-	return c.batches != nil && !w.t.OnePhase && len(w.req.Kafka) > 0 && (c.running.Load() > 1 || c.batches.always)
+	// B5: a request with offsets runs its Kafka transaction alone (docs/batching.md).
+	return c.batches != nil && !w.t.OnePhase && len(w.req.Kafka) > 0 && w.req.KafkaOffsets == nil &&
+		(c.running.Load() > 1 || c.batches.always)
 }
 
 // runShared runs a request through a shared Kafka transaction: its SQL side first and alone,

@@ -122,6 +122,9 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 	if len(req.Kafka) > 0 && c.kafka == nil {
 		return nil, invalid("kafka", "this coordinator has no Kafka configured")
 	}
+	if req.KafkaOffsets != nil && c.kafka == nil {
+		return nil, invalid("kafka_offsets", "this coordinator has no Kafka configured")
+	}
 	if len(req.Kafka) > 0 {
 		// P1: every byte that does not name a statement's result is known before anything runs.
 		if err := c.encodeRecords(ctx, &req); err != nil {
@@ -151,7 +154,7 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 		State:      StateActive,
 		Owner:      fence.Instance,
 		OwnerEpoch: fence.Epoch,
-		OnePhase:   len(req.Kafka) == 0 && len(req.Databases()) == 1,
+		OnePhase:   len(req.Kafka) == 0 && req.KafkaOffsets == nil && len(req.Databases()) == 1,
 		Digest:     req.Digest(),
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
@@ -404,7 +407,7 @@ func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase, withKafka b
 
 	// P2: records that name a statement's result are produced once the statements ran.
 	derived := withKafka && len(w.req.Kafka) > 0 && w.req.Derived()
-	if withKafka && len(w.req.Kafka) > 0 && !derived {
+	if withKafka && (len(w.req.Kafka) > 0 || w.req.KafkaOffsets != nil) && !derived {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -457,6 +460,15 @@ func (c *Coordinator) kafkaPhase1(ctx context.Context, w *work) (err error) {
 	w.mu.Unlock()
 	if err := ktx.Begin(ctx, w.req.Kafka); err != nil {
 		return err
+	}
+	if oc := w.req.KafkaOffsets; oc != nil {
+		// O1: the offsets ride in this transaction, and a refused commit fails phase 1, so
+		// nothing of the request can commit without them.
+		if err := ktx.CommitOffsets(ctx, oc); err != nil {
+			return err
+		}
+		// Logged with prepared (I2), with the ids of the transaction that commits them.
+		w.t.KafkaOffsets = oc
 	}
 	ks, err := ktx.Prepare(ctx)
 	if err != nil {

@@ -81,6 +81,8 @@ type world struct {
 	mayLand   bool                          // RunShared: the PREPARE's answer is lost and it lands later (lands() makes it)
 	rowless   []string                      // work a participant got before the request's row existed (S7, I6)
 	nextPID   int64
+
+	kafkaOffsets map[int64]*coord.OffsetCommit // producer id → the offsets its transaction carries
 }
 
 func newWorld() *world {
@@ -624,6 +626,23 @@ func (t *fakeTxn) Prepare(ctx context.Context) (coord.KafkaState, error) {
 
 func (t *fakeTxn) Commit(ctx context.Context) error { return t.k.end(ctx, "kafka.commit", t.pid, true) }
 func (t *fakeTxn) Abort(ctx context.Context) error  { return t.k.end(ctx, "kafka.abort", t.pid, false) }
+
+// CommitOffsets puts the offsets into the transaction; a failing call is the group refusing a
+// fenced member.
+func (t *fakeTxn) CommitOffsets(ctx context.Context, oc *coord.OffsetCommit) error {
+	if t.k.w.call(ctx, "kafka.offsets") != pass {
+		return &coord.Failure{Participant: coord.ParticipantKafkaGroup, Class: coord.ClassFenced, Err: errInjected}
+	}
+	t.k.w.mu.Lock()
+	defer t.k.w.mu.Unlock()
+	if t.k.w.kafkaOffsets == nil {
+		t.k.w.kafkaOffsets = map[int64]*coord.OffsetCommit{}
+	}
+	t.k.w.kafkaTxns[t.pid] = "open"
+	t.k.w.kafkaOffsets[t.pid] = oc
+	return nil
+}
+
 func (t *fakeTxn) Release(keep bool) {
 	t.k.w.mu.Lock()
 	defer t.k.w.mu.Unlock()

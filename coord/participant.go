@@ -32,6 +32,11 @@ type KafkaTxn interface {
 	// Add produces more records in the open transaction: another request's, sharing it. The
 	// offsets Prepare returns follow the order of Begin and the Adds.
 	Add(ctx context.Context, recs []Record) error
+	// CommitOffsets commits a consumer group's offsets in the open transaction
+	// (TxnOffsetCommit, after AddOffsetsToTxn before transactions v2): they become the group's
+	// when the transaction commits. Its error names the group; a fenced member is
+	// ParticipantKafkaGroup with ClassFenced. Called after Begin, before Prepare.
+	CommitOffsets(ctx context.Context, oc *OffsetCommit) error
 	// Prepare flushes, checks every record's result and returns the ids and offsets: the Kafka
 	// side of phase 1. Any record error fails it.
 	Prepare(ctx context.Context) (KafkaState, error)

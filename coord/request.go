@@ -18,6 +18,9 @@ type Request struct {
 	SQL     []Statement   `json:"sql,omitempty"`
 	Kafka   []Record      `json:"kafka,omitempty"`
 	Timeout time.Duration `json:"-"`
+	// KafkaOffsets are a consumer group's offsets committed by the request's Kafka transaction
+	// (offsets.go): visible to the group exactly when the rows and records commit.
+	KafkaOffsets *OffsetCommit `json:"kafka_offsets,omitempty"`
 }
 
 // Statement is one SQL statement with positional ($1, $2, …) arguments.
@@ -73,7 +76,7 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 	if r.ID != "" && !idPattern.MatchString(r.ID) {
 		return invalid("id", "must be 1-128 characters of [A-Za-z0-9._:-]")
 	}
-	if len(r.SQL) == 0 && len(r.Kafka) == 0 {
+	if len(r.SQL) == 0 && len(r.Kafka) == 0 && r.KafkaOffsets == nil {
 		return invalid("sql", "at least one of sql and kafka must be non-empty")
 	}
 	if l.MaxStatements > 0 && len(r.SQL) > l.MaxStatements {
@@ -138,7 +141,7 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 			return invalid(field+".partition", "must not be negative")
 		}
 	}
-	return nil
+	return r.KafkaOffsets.validate(l)
 }
 
 func isScalar(v any) bool {
@@ -157,7 +160,9 @@ func (r *Request) Digest() []byte {
 	b, _ := json.Marshal(struct {
 		SQL   []Statement `json:"sql"`
 		Kafka []Record    `json:"kafka"`
-	}{r.SQL, r.Kafka})
+		// omitempty: a request without offsets keeps the digest it always had.
+		KafkaOffsets *OffsetCommit `json:"kafka_offsets,omitempty"`
+	}{r.SQL, r.Kafka, r.KafkaOffsets})
 	sum := sha256.Sum256(b)
 	return sum[:]
 }

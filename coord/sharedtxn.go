@@ -46,6 +46,9 @@ func (m *memberTxn) Prepare(context.Context) (KafkaState, error) {
 }
 func (m *memberTxn) Commit(context.Context) error { return errSharedStep }
 
+// CommitOffsets is never a member's step: a request with offsets does not share (B5, batch.go).
+func (m *memberTxn) CommitOffsets(context.Context, *OffsetCommit) error { return errSharedStep }
+
 // Abort is a no-op: a member is rolled back alone only after the batch's prepared write was
 // refused, and then the leader has aborted the shared transaction already.
 func (m *memberTxn) Abort(context.Context) error { return nil }

@@ -66,6 +66,10 @@ type Transaction struct {
 	PreparedAt *time.Time `json:"prepared_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 
+	// KafkaOffsets are the consumer group's offsets the Kafka transaction commits (offsets.go):
+	// logged with prepared, with the ids of the transaction that commits them.
+	KafkaOffsets *OffsetCommit `json:"kafka_offsets,omitempty"`
+
 	// Digest identifies the request body (idempotency); not part of the API.
 	Digest []byte `json:"-"`
 }

@@ -3,6 +3,7 @@ package kafkatxn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"syscall"
 
@@ -147,4 +148,49 @@ func isConnError(err error) bool {
 	var oe *net.OpError
 	return errors.As(err, &oe) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, kgo.ErrClientClosed)
+}
+
+// groupError classifies a refused offset commit of oc's group: the error names the group, and
+// its participant is the group's coordinator (coord.ParticipantKafkaGroup) where the group
+// refused it.
+//
+//   - fenced (KIP-447, KIP-848): the member is no longer the one the group knows (a rebalance
+//     moved on: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, STALE_MEMBER_EPOCH,
+//     FENCED_MEMBER_EPOCH, GROUP_ID_NOT_FOUND for a generation of a group that is gone,
+//     REBALANCE_IN_PROGRESS): the caller drops its batch and rejoins;
+//   - invalid configuration: GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED (an ACL),
+//     INVALID_GROUP_ID;
+//   - anything else (the transaction's own errors: a fenced producer, an abortable
+//     transaction, a timeout) keeps the class classify gives it, with the group named.
+func groupError(oc *coord.OffsetCommit, err error) *coord.Failure {
+	err = fmt.Errorf("offsets of consumer group %q: %w", oc.GroupID, err)
+	f := classify(err)
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return f
+	}
+	switch ke {
+	case kerr.IllegalGeneration, kerr.UnknownMemberID, kerr.FencedInstanceID, kerr.StaleMemberEpoch,
+		kerr.FencedMemberEpoch, kerr.GroupIDNotFound, kerr.RebalanceInProgress:
+		f.Participant, f.Class = coord.ParticipantKafkaGroup, coord.ClassFenced
+	case kerr.GroupAuthorizationFailed, kerr.TopicAuthorizationFailed, kerr.InvalidGroupID:
+		f.Participant, f.Class = coord.ParticipantKafkaGroup, coord.ClassInvalidConfig
+	case kerr.OffsetMetadataTooLarge, kerr.InvalidCommitOffsetSize, kerr.UnknownTopicOrPartition:
+		f.Participant, f.Class = coord.ParticipantKafkaGroup, coord.ClassAbortable
+	}
+	return f
+}
+
+// groupRetriable lists the answers to TxnOffsetCommit and AddOffsetsToTxn that a resend with
+// the same ids may turn into a clear one: the group's or the transaction's coordinator moving
+// or loading, and the previous transaction on the id still completing.
+func groupRetriable(err error) bool {
+	switch {
+	case errors.Is(err, kerr.CoordinatorLoadInProgress), errors.Is(err, kerr.CoordinatorNotAvailable),
+		errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.ConcurrentTransactions),
+		errors.Is(err, kerr.RequestTimedOut), errors.Is(err, kerr.NetworkException),
+		errors.Is(err, kerr.UnstableOffsetCommit):
+		return true
+	}
+	return isConnError(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
 }

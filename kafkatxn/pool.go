@@ -50,6 +50,7 @@ type Pool struct {
 	touched     map[string]bool // topics this pool writes to: the hanging scans check them
 	leases      leaseBook       // which ids requests hold (list.go)
 	watch       restartWatch    // signs of a broker restart, hanging transactions (hanging.go)
+	tv          txnVersion      // the cluster's transaction version and the group clients (offsets.go)
 }
 
 type producer struct {
@@ -544,6 +545,7 @@ func (p *Pool) Close() {
 		case pr := <-p.free:
 			pr.cl.Close()
 		default:
+			p.tv.close()
 			p.admin.Close()
 			return
 		}

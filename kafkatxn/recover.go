@@ -107,6 +107,8 @@ func (p *Pool) Reinit(ctx context.Context, ids []string) error {
 // undecided; ErrUndecidable when the records are gone or not ours.
 func (p *Pool) Outcome(ctx context.Context, ids coord.KafkaIDs, recs []coord.RecordOffset) (bool, error) {
 	if len(recs) == 0 {
+		// Also a transaction that carried only a consumer group's offsets (O3, docs/design.md):
+		// the group's committed offsets do not name the transaction that wrote them.
 		return false, fmt.Errorf("%w: no offsets logged", ErrUndecidable)
 	}
 	rec := recs[0]

@@ -24,6 +24,10 @@ type Txn struct {
 	firstErr error
 	released bool
 	ids      *coord.KafkaIDs // set once Prepare has checked the writers
+
+	// withOffsets: CommitOffsets was sent (offsets.go); an abort then ends the transaction by
+	// its ids, and a commit without records too.
+	withOffsets bool
 }
 
 var _ coord.KafkaTxn = (*Txn)(nil)
@@ -164,6 +168,9 @@ func (t *Txn) Prepare(ctx context.Context) (coord.KafkaState, error) {
 // client is marked for recreation: kgo refuses to retry a commit whose outcome is unknown, so the
 // coordinator continues with a raw EndTxn by ids (Pool.EndTxn).
 func (t *Txn) Commit(ctx context.Context) error {
+	if t.offsetsOnly() {
+		return t.endWithOffsets(ctx, true)
+	}
 	err := t.p.cl.EndTransaction(ctx, kgo.TryCommit)
 	if err == nil {
 		return nil
@@ -181,6 +188,14 @@ func (t *Txn) Commit(ctx context.Context) error {
 func (t *Txn) Abort(ctx context.Context) error {
 	if !t.began {
 		return nil
+	}
+	if t.offsetsOnly() {
+		return t.endWithOffsets(ctx, false)
+	}
+	if t.withOffsets {
+		// Should kgo end nothing (no record was acknowledged), the recreated client's
+		// InitProducerId aborts what the offsets left open.
+		defer func() { t.p.broken = true }()
 	}
 	if err := t.p.cl.AbortBufferedRecords(ctx); err != nil {
 		t.p.broken = true

@@ -73,7 +73,7 @@ WITH old AS (
         error_participant = NULL, error_class = NULL, error_message = NULL,
         error_sqlstate = NULL, finished_at = NULL, sql_results = '[]', kafka_records = '[]',
         transactional_id = NULL, producer_id = NULL, producer_epoch = NULL,
-        prepared_state = NULL, sql_gids = $4::jsonb, attempts = 0,
+        prepared_state = NULL, sql_gids = $4::jsonb, attempts = 0, kafka_offsets = NULL,
         next_attempt_at = now(), last_error = NULL
     FROM old
     WHERE gid = old_gid AND request_id = $1 AND state = 'aborted' AND error_class = 'retriable'

@@ -84,7 +84,7 @@ func (l *Log) Pool() *pgxpool.Pool { return l.pool }
 const columns = `gid, request_id, request_digest, instance_id, state, transactional_id, producer_id,
 	producer_epoch, prepared_state, kafka_records, sql_gids, sql_results, error_participant,
 	error_class, error_message, error_sqlstate, created_at, updated_at, prepared_at, finished_at,
-	owner_instance, owner_epoch, one_phase`
+	owner_instance, owner_epoch, one_phase, kafka_offsets`
 
 // fenced is the condition every state write carries (parameters $o: instance, $e: epoch): the
 // writer's instance still holds the epoch of its lock. A process whose lock was taken by
@@ -111,10 +111,14 @@ func (l *Log) Prepared(ctx context.Context, t *coord.Transaction) error {
 	if err != nil {
 		return err
 	}
+	offsets, err := marshalOffsets(t.KafkaOffsets)
+	if err != nil {
+		return err
+	}
 	return l.update(ctx, t, coord.StatePrepared, "now()", `
     transactional_id = $4, producer_id = $5, producer_epoch = $6, prepared_state = $7,
-    kafka_records = $8, sql_gids = $9, sql_results = $10, prepared_at = now()`,
-		tid, pid, epoch, pstate, recs, gids, results)
+    kafka_records = $8, sql_gids = $9, sql_results = $10, prepared_at = now(), kafka_offsets = $11`,
+		tid, pid, epoch, pstate, recs, gids, results, offsets)
 }
 
 // Transition moves the transaction to state to, storing its SQL gids, results and error. The
@@ -347,12 +351,18 @@ func scan(row pgx.Row) (*coord.Transaction, error) {
 		epoch               *int16
 		recs, gids, results []byte
 		ep, ec, em, es      *string
+		koffsets            []byte
 	)
 	err := row.Scan(&t.GID, &t.ID, &t.Digest, &t.Instance, &t.State, &tid, &pid, &epoch, &pstate,
 		&recs, &gids, &results, &ep, &ec, &em, &es, &t.CreatedAt, &t.UpdatedAt, &t.PreparedAt, &t.FinishedAt,
-		&t.Owner, &t.OwnerEpoch, &t.OnePhase)
+		&t.Owner, &t.OwnerEpoch, &t.OnePhase, &koffsets)
 	if err != nil {
 		return nil, err
+	}
+	if koffsets != nil {
+		if err := json.Unmarshal(koffsets, &t.KafkaOffsets); err != nil {
+			return nil, fmt.Errorf("kafka_offsets: %w", err)
+		}
 	}
 	var offsets []coord.RecordOffset
 	if err := json.Unmarshal(recs, &offsets); err != nil {
@@ -425,4 +435,17 @@ func nilIfEmpty(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// marshalOffsets is the kafka_offsets column's value: NULL without offsets.
+func marshalOffsets(o *coord.OffsetCommit) (*string, error) {
+	if o == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, fmt.Errorf("kafka offsets: %w", err)
+	}
+	s := string(b)
+	return &s, nil
 }

@@ -208,7 +208,20 @@ export async function txnView(main, id) {
       h('div', { class: 'card', id: 'txn-kafka' }, h('h2', {}, 'Kafka'),
         k ? [k.transactional_id ? dl([['Transactional id', k.transactional_id], ['Producer id', String(k.producer_id)], ['Producer epoch', String(k.producer_epoch)], ['Prepared state', k.prepared_state]], { id: 'kafka-ids' }) : h('p', { class: 'muted', id: 'kafka-ids' }, 'No Kafka transaction was used.'),
           k.records && k.records.length ? table(['Topic', 'Partition', 'Offset', 'Timestamp'], k.records.map((r) => [h('td', {}, r.topic), h('td', { class: 'num' }, String(r.partition)), h('td', { class: 'num' }, String(r.offset)), h('td', {}, r.timestamp || '')])) : h('p', { class: 'muted' }, 'No offsets logged.')]
-          : h('p', { class: 'muted' }, 'No Kafka ids logged.'))),
+          : h('p', { class: 'muted' }, 'No Kafka ids logged.')),
+      offsetsCard(t.kafka_offsets)),
     h('section', { class: 'card', id: 'evidence' }, h('h2', {}, 'Evidence'), evidence(t, entry, events)),
     h('section', { class: 'card', id: 'events' }, h('h2', {}, 'Event history'), eventsTable(events)));
+}
+
+// offsetsCard shows the consumer group's offsets the Kafka transaction commits (logged with
+// prepared), or nothing when the transaction carries none.
+function offsetsCard(o) {
+  if (!o) return '';
+  const fenced = o.generation_id !== undefined && o.generation_id !== null && o.generation_id >= 0;
+  return h('div', { class: 'card', id: 'txn-offsets' }, h('h2', {}, 'Consumer group offsets'),
+    dl([['Group', o.group_id], ['Generation', fenced ? String(o.generation_id) : 'unfenced'],
+      ['Member', o.member_id || '—'], ['Instance id', o.group_instance_id || '—']], { id: 'offsets-group' }),
+    table(['Topic', 'Partition', 'Next offset', 'Metadata'], (o.offsets || []).map((p) => [h('td', {}, p.topic),
+      h('td', { class: 'num' }, String(p.partition)), h('td', { class: 'num' }, String(p.offset)), h('td', {}, p.metadata || '')])));
 }

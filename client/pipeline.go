@@ -1,0 +1,283 @@
+package client
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Pipeline is an exactly-once consume-transform-write loop: a franz-go consumer group member
+// (read_committed, auto-commit off) whose every polled batch becomes one atomic request: the
+// rows and records Transform makes of it, and the batch's offsets for the group, fenced by the
+// member's generation (KIP-447). The batch's input is consumed exactly when its output commits.
+type Pipeline struct {
+	// Brokers, Group and Topics say what to consume, as which consumer group.
+	Brokers []string
+	Group   string
+	Topics  []string
+	// InstanceID, when set, makes the member static (group.instance.id).
+	InstanceID string
+	// Transform turns one polled batch into the request's statements and records. It must be
+	// a function of the records only: a batch sent again (the coordinator unreachable, an
+	// outcome in doubt) is sent with the same id and the same body.
+	Transform func(ctx context.Context, batch []*kgo.Record) ([]Statement, []Record, error)
+	// MaxPollRecords bounds a batch; 0: 500.
+	MaxPollRecords int
+	// TimeoutMS is each request's time budget; nil: the server's default.
+	TimeoutMS *int64
+	// Options are more kgo options for the consumer (TLS, SASL, balancers, session timeout).
+	Options []kgo.Opt
+	// Logger receives the dropped batches; nil: slog.Default().
+	Logger *slog.Logger
+	// OnCommit, when set, is called after each committed batch (metrics, tests).
+	OnCommit func(batch []*kgo.Record, t *Transaction)
+}
+
+// RunPipeline runs p until ctx ends (then it returns nil, after leaving the group) or a batch
+// fails for a reason other than fencing (then it returns that error, with the batch not
+// committed: the group's offsets stay before it).
+//
+//   - Rebalances are held while a batch is in flight (kgo.BlockRebalanceOnPoll) and allowed
+//     between batches, so a member gives its partitions up only with no batch in flight: it
+//     stops cleanly.
+//   - A batch the group fences (a member that a rebalance moved on, ErrGroupFenced: 409,
+//     nothing of it committed) is dropped: its partitions are rewound to the batch's start and
+//     the member polls again once it has rejoined; whoever owns them now processes them.
+//   - An answer that is no outcome (the coordinator unreachable, 503, 202 still in doubt) is
+//     not a failure: the same request (same id, same body) is sent again until its outcome is
+//     known. The id is derived from the group, the member, its generation and the batch's
+//     offsets, so a resend can never run the batch twice.
+func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
+	if p.Group == "" || len(p.Topics) == 0 || p.Transform == nil {
+		return errors.New("client: pipeline needs Group, Topics and Transform")
+	}
+	log := p.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	max := p.MaxPollRecords
+	if max <= 0 {
+		max = 500
+	}
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(p.Brokers...),
+		kgo.ConsumerGroup(p.Group),
+		kgo.ConsumeTopics(p.Topics...),
+		kgo.DisableAutoCommit(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.BlockRebalanceOnPoll(),
+	}, p.Options...)
+	if p.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(p.InstanceID))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("client: pipeline consumer: %w", err)
+	}
+	defer cl.Close() // leaves the group
+	// attempt counts the sends of the batch at the group's position: a new id after each abort.
+	attempt := 0
+	for {
+		fetches := cl.PollRecords(ctx, max)
+		if ctx.Err() != nil {
+			cl.AllowRebalance()
+			return nil
+		}
+		if err := fatalFetchError(fetches); err != nil {
+			cl.AllowRebalance()
+			return err
+		}
+		batch := fetches.Records()
+		if len(batch) == 0 {
+			cl.AllowRebalance()
+			continue
+		}
+		member, gen := cl.GroupMetadata()
+		t, err := c.submitBatch(ctx, p, batch, member, gen, attempt)
+		switch {
+		case err == nil:
+			attempt = 0
+			if p.OnCommit != nil {
+				p.OnCommit(batch, t)
+			}
+		case errors.Is(err, ErrGroupFenced):
+			log.Warn("pipeline batch fenced by the group; dropped, rejoining", "group", p.Group,
+				"member_id", member, "generation", gen, "records", len(batch), "error", err)
+			rewind(cl, batch)
+			cl.AllowRebalance() // lets the member's rejoin run
+			select {
+			case <-ctx.Done():
+			case <-time.After(fencedPause):
+			}
+			continue
+		case ctx.Err() != nil:
+			rewind(cl, batch)
+			cl.AllowRebalance()
+			return nil
+		case againAfterAbort(err) && attempt < maxBatchAttempts:
+			// Aborted for a reason that is not the batch's (recovery's presumed abort after a
+			// coordinator crash, a Kafka transaction that could not complete): nothing of it
+			// committed, so it is polled again and sent under a new id.
+			log.Warn("pipeline batch aborted; polling it again", "group", p.Group, "records", len(batch),
+				"attempt", attempt, "error", err)
+			attempt++
+			rewind(cl, batch)
+			cl.AllowRebalance()
+			select {
+			case <-ctx.Done():
+			case <-time.After(fencedPause):
+			}
+			continue
+		default:
+			rewind(cl, batch)
+			cl.AllowRebalance()
+			return fmt.Errorf("client: pipeline batch of %d records: %w", len(batch), err)
+		}
+		cl.AllowRebalance()
+	}
+}
+
+// submitBatch sends one batch as one request, again and again while the answer is no outcome.
+func (c *Client) submitBatch(ctx context.Context, p Pipeline, batch []*kgo.Record, member string, gen int32, attempt int) (*Transaction, error) {
+	sql, out, err := p.Transform(ctx, batch)
+	if err != nil {
+		return nil, fmt.Errorf("transform: %w", err)
+	}
+	oc := BatchOffsets(p.Group, member, gen, batch)
+	if p.InstanceID != "" {
+		oc.GroupInstanceID = &p.InstanceID
+	}
+	req := TransactionRequest{ID: BatchID(oc) + "-" + strconv.Itoa(attempt), SQL: sql, Kafka: out, KafkaOffsets: oc, TimeoutMS: p.TimeoutMS}
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		t, err := c.Submit(ctx, req)
+		switch {
+		case err == nil:
+			return t, nil
+		case errors.Is(err, ErrAborted), errors.Is(err, ErrHeuristic), errors.Is(err, ErrInvalid),
+			errors.Is(err, ErrConflict), errors.Is(err, ErrUnauthorized), errors.Is(err, ErrForbidden):
+			return nil, err
+		}
+		// No outcome yet (unreachable, 503, in doubt): the same id again, which runs it at most
+		// once and returns its outcome when it has one.
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last answer: %w)", ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// BatchOffsets are the offsets that commit a polled batch: per partition, the last record's
+// offset + 1, fenced by the member's generation.
+func BatchOffsets(group, member string, gen int32, batch []*kgo.Record) *OffsetCommit {
+	type tp struct {
+		topic     string
+		partition int32
+	}
+	next := map[tp]int64{}
+	for _, r := range batch {
+		k := tp{r.Topic, r.Partition}
+		next[k] = max(next[k], r.Offset+1)
+	}
+	oc := &OffsetCommit{GroupID: group, MemberID: member}
+	if gen >= 0 && member != "" {
+		oc.GenerationID = &gen
+	} else {
+		oc.MemberID = ""
+	}
+	for k, o := range next {
+		oc.Offsets = append(oc.Offsets, PartitionOffset{Topic: k.topic, Partition: k.partition, Offset: o})
+	}
+	slices.SortFunc(oc.Offsets, func(a, b PartitionOffset) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return oc
+}
+
+// BatchID is the request id of a batch (RunPipeline adds the attempt): the same group, member,
+// generation and offsets give the same id, so a resend returns the first attempt's outcome; a
+// new owner's batch of the same input (another member or generation) gets another.
+func BatchID(oc *OffsetCommit) string {
+	h := sha256.New()
+	gen := int32(-1)
+	if oc.GenerationID != nil {
+		gen = *oc.GenerationID
+	}
+	fmt.Fprintf(h, "%s\x00%s\x00%d", oc.GroupID, oc.MemberID, gen)
+	for _, o := range oc.Offsets {
+		h.Write([]byte("\x00" + o.Topic + "\x00" + strconv.Itoa(int(o.Partition)) + "\x00" + strconv.FormatInt(o.Offset, 10)))
+	}
+	return "pl-" + hex.EncodeToString(h.Sum(nil))[:40]
+}
+
+// rewind puts the batch's partitions back to the batch's first offsets, so that what was
+// dropped is polled again (by this member, if it keeps them).
+func rewind(cl *kgo.Client, batch []*kgo.Record) {
+	first := map[string]map[int32]kgo.EpochOffset{}
+	for _, r := range batch {
+		ps := first[r.Topic]
+		if ps == nil {
+			ps = map[int32]kgo.EpochOffset{}
+			first[r.Topic] = ps
+		}
+		if o, ok := ps[r.Partition]; !ok || r.Offset < o.Offset {
+			ps[r.Partition] = kgo.EpochOffset{Epoch: -1, Offset: r.Offset}
+		}
+	}
+	cl.SetOffsets(first)
+}
+
+// maxBatchAttempts bounds how often one batch is sent again under a new id after aborts that
+// were not its own fault (againAfterAbort).
+const maxBatchAttempts = 10
+
+// againAfterAbort reports an abort that says nothing about the batch: the coordinator's own
+// (a presumed abort by recovery after a crash, a refused log write) or Kafka's (a transaction
+// that could not complete). A statement's failure, a refused configuration or a fenced member
+// is not sent again.
+func againAfterAbort(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrAborted) || errors.Is(err, ErrGroupFenced) {
+		return false
+	}
+	if e.Class == "invalid_configuration" {
+		return false
+	}
+	return e.Participant == "coordinator" || e.Participant == "kafka"
+}
+
+// fencedPause is the wait after a fenced batch before polling again: the member's heartbeat
+// learns of the new generation and rejoins meanwhile (a poll before that finds the same batch
+// fenced again, answered from the log at once).
+const fencedPause = 200 * time.Millisecond
+
+// fatalFetchError is a fetch error the loop cannot go on after (a topic or group the broker
+// refuses); transient ones are retried by kgo itself.
+func fatalFetchError(f kgo.Fetches) error {
+	var out error
+	f.EachError(func(topic string, partition int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		var gerr *kgo.ErrGroupSession
+		if errors.As(err, &gerr) {
+			return // the group session was lost: kgo rejoins
+		}
+		out = errors.Join(out, fmt.Errorf("client: pipeline fetch %s/%d: %w", topic, partition, err))
+	})
+	return out
+}

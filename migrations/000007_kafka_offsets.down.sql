@@ -1,0 +1,1 @@
+ALTER TABLE coordinator_transactions DROP COLUMN kafka_offsets;

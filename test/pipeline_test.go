@@ -1,0 +1,235 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kpgtx/coordinator/client"
+)
+
+// pipelineEnv is a pipeline's topics, table and group on a test's store.
+type pipelineEnv struct {
+	e            *env
+	in, out      string
+	group, table string
+	n            int // input records
+}
+
+// newPipelineEnv makes an input topic of n orders over partitions, an output topic and the
+// shipments table.
+func newPipelineEnv(e *env, n int, partitions int32) *pipelineEnv {
+	e.t.Helper()
+	p := &pipelineEnv{e: e, in: e.prefix + "-orders-in", out: e.prefix + "-shipments", group: e.prefix + "-shipping", table: "shipments", n: n}
+	e.createTopic(p.in, partitions)
+	e.createTopic(p.out, partitions)
+	_, err := e.db.Exec(context.Background(), `CREATE TABLE shipments (order_id text NOT NULL, input_partition int NOT NULL, input_offset bigint NOT NULL)`)
+	require.NoError(e.t, err)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	require.NoError(e.t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Topic: p.in, Partition: int32(i) % partitions, Key: []byte(fmt.Sprintf("o-%06d", i)), Value: []byte("{}")})
+	}
+	require.NoError(e.t, cl.ProduceSync(ctx, recs...).FirstErr())
+	return p
+}
+
+// transform is the example's: one row and one shipment record per order.
+func (p *pipelineEnv) transform(_ context.Context, batch []*kgo.Record) ([]client.Statement, []client.Record, error) {
+	var sql []client.Statement
+	var recs []client.Record
+	for _, r := range batch {
+		sql = append(sql, client.Statement{Statement: "INSERT INTO shipments (order_id, input_partition, input_offset) VALUES ($1, $2, $3)",
+			Args: []any{string(r.Key), r.Partition, r.Offset}})
+		recs = append(recs, client.Record{Topic: p.out, Key: client.Text(string(r.Key)), Value: client.Text("shipped")})
+	}
+	return sql, recs, nil
+}
+
+func (p *pipelineEnv) pipeline() client.Pipeline {
+	return client.Pipeline{Brokers: p.e.brokers, Group: p.group, Topics: []string{p.in}, Transform: p.transform,
+		Options: []kgo.Opt{kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(500 * time.Millisecond)}}
+}
+
+// rows counts the shipment rows per order.
+func (p *pipelineEnv) rows() map[string]int {
+	p.e.t.Helper()
+	rows, err := p.e.db.Query(context.Background(), `SELECT order_id, count(*) FROM shipments GROUP BY order_id`)
+	require.NoError(p.e.t, err)
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var id string
+		var n int
+		require.NoError(p.e.t, rows.Scan(&id, &n))
+		out[id] = n
+	}
+	require.NoError(p.e.t, rows.Err())
+	return out
+}
+
+// done reports whether the group's committed offsets reached the input's end offsets.
+func (p *pipelineEnv) done(ctx context.Context) bool {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.e.brokers...))
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, p.in)
+	if err != nil {
+		return false
+	}
+	committed, err := adm.FetchOffsets(ctx, p.group)
+	if err != nil || committed.Error() != nil {
+		return false
+	}
+	ok := true
+	ends.Each(func(o kadm.ListedOffset) {
+		c, has := committed.Lookup(p.in, o.Partition)
+		ok = ok && has && c.At == o.Offset
+	})
+	return ok
+}
+
+// waitDone waits until the group has consumed the whole input.
+func (p *pipelineEnv) waitDone(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for !p.done(ctx) {
+		require.NoError(t, ctx.Err(), "the group did not reach the input's end offsets; rows so far: %d", len(p.rows()))
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// checkExactlyOnce: every order exactly once in the table and in the output topic
+// (read_committed), the group's committed offsets at the input's end, nothing prepared.
+func (p *pipelineEnv) checkExactlyOnce(t *testing.T) {
+	t.Helper()
+	rows := p.rows()
+	out := map[string]int{}
+	for _, r := range p.e.committedRecords(p.out) {
+		out[string(r.Key)]++
+	}
+	var missing, dupRows, dupRecs []string
+	for i := range p.n {
+		k := fmt.Sprintf("o-%06d", i)
+		switch {
+		case rows[k] == 0 || out[k] == 0:
+			missing = append(missing, k)
+		case rows[k] > 1:
+			dupRows = append(dupRows, k)
+		case out[k] > 1:
+			dupRecs = append(dupRecs, k)
+		}
+	}
+	assert.Empty(t, missing, "orders missing (rows %d, records %d)", len(rows), len(out))
+	assert.Empty(t, dupRows, "orders with more than one row")
+	assert.Empty(t, dupRecs, "orders with more than one record")
+	assert.Len(t, rows, p.n)
+	assert.Len(t, out, p.n)
+	assert.True(t, p.done(context.Background()), "the group's offsets are the input's end offsets")
+	assert.Empty(t, p.e.preparedLeft(), "nothing left prepared")
+}
+
+// TestOffsetsPipeline: two members of the client's pipeline helper process the input through
+// the coordinator: exactly once on both sides, the group's offsets at the end.
+func TestOffsetsPipeline(t *testing.T) {
+	t.Parallel()
+	if useKfake() {
+		t.Skip("needs the real broker's group coordinator (KAFKA_BROKERS)")
+	}
+	e := newEnv(t, envOpts{})
+	p := newPipelineEnv(e, 600, 3)
+	c, err := client.New(e.srv.URL)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		pl := p.pipeline()
+		pl.MaxPollRecords = 50
+		wg.Go(func() { errs[i] = c.RunPipeline(ctx, pl) })
+	}
+	p.waitDone(t, 120*time.Second)
+	cancel()
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	e.settled()
+	p.checkExactlyOnce(t)
+}
+
+// TestOffsetsZombie: a member whose partitions were reassigned while it held a batch submits
+// it with its old generation: 409 fenced, nothing of it commits, and the new owner processes
+// the same input exactly once.
+func TestOffsetsZombie(t *testing.T) {
+	t.Parallel()
+	if useKfake() {
+		t.Skip("needs the real broker's group coordinator (KAFKA_BROKERS)")
+	}
+	e := newEnv(t, envOpts{})
+	p := newPipelineEnv(e, 120, 2)
+	c, err := client.New(e.srv.URL)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// The zombie: a member that polls a batch and then stalls.
+	zombie, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumerGroup(p.group), kgo.ConsumeTopics(p.in),
+		kgo.DisableAutoCommit(), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.SessionTimeout(6*time.Second),
+		kgo.HeartbeatInterval(500*time.Millisecond))
+	require.NoError(t, err)
+	defer zombie.Close()
+	var batch []*kgo.Record
+	for len(batch) == 0 {
+		f := zombie.PollRecords(ctx, 40)
+		require.NoError(t, ctx.Err())
+		batch = f.Records()
+	}
+	member, gen := zombie.GroupMetadata()
+	require.NotEmpty(t, member)
+
+	// A new member joins: the group rebalances to a new generation and moves partitions.
+	var wg sync.WaitGroup
+	var runErr error
+	pl := p.pipeline()
+	pl.MaxPollRecords = 30
+	wg.Go(func() { runErr = c.RunPipeline(ctx, pl) })
+	require.Eventually(t, func() bool { _, g := zombie.GroupMetadata(); return g > gen }, 60*time.Second, 50*time.Millisecond,
+		"the group moved to a new generation")
+
+	// The zombie submits the batch it held, with its old generation.
+	sql, recs, err := p.transform(ctx, batch)
+	require.NoError(t, err)
+	oc := client.BatchOffsets(p.group, member, gen, batch)
+	_, err = c.Submit(ctx, client.TransactionRequest{ID: "zombie", SQL: sql, Kafka: recs, KafkaOffsets: oc})
+	require.ErrorIs(t, err, client.ErrGroupFenced, "%v", err)
+	require.ErrorIs(t, err, client.ErrAborted)
+	g := e.do(http.MethodGet, "/v1/transactions/zombie", nil)
+	assert.Equal(t, "aborted", g.str("state"))
+	assert.Contains(t, g.str("error", "message"), p.group, "the error names the group")
+
+	// The zombie goes; the new owner processes everything, the zombie's batch included, once.
+	zombie.Close()
+	p.waitDone(t, 120*time.Second)
+	cancel()
+	wg.Wait()
+	require.NoError(t, runErr)
+	e.settled()
+	p.checkExactlyOnce(t)
+}
