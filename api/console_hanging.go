@@ -7,6 +7,7 @@ import (
 
 	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/recovery"
+	"github.com/kpgtx/coordinator/txlog"
 )
 
 // GET /v1/kafka/hanging: the console's page of hanging Kafka transactions (kafkatxn/hanging.go):
@@ -62,6 +63,8 @@ type hangingRepaired struct {
 	hangingTxn
 	Marker     string    `json:"marker"` // COMMIT or ABORT
 	RepairedAt time.Time `json:"repaired_at"`
+	// Log is the logged transactions the marker decided (their events record the repair).
+	Log []hangingLogTxn `json:"log"`
 }
 
 func hangingOf(h kafkatxn.Hanging, now time.Time) hangingTxn {
@@ -85,9 +88,7 @@ func (s *Server) hanging(w http.ResponseWriter, r *http.Request) error {
 				body.Hanging = append(body.Hanging, e)
 				continue
 			}
-			for _, t := range txns {
-				e.Log = append(e.Log, hangingLogTxn{ID: t.ID, GID: t.GID, State: string(t.State), FirstOffset: t.FirstOffset})
-			}
+			e.Log = logTxns(txns)
 			commit, status, note := recovery.HangingPlan(h, txns)
 			switch {
 			case status == kafkatxn.HangingWaiting:
@@ -108,11 +109,26 @@ func (s *Server) hanging(w http.ResponseWriter, r *http.Request) error {
 			if rp.Commit {
 				marker = "COMMIT"
 			}
-			body.Repaired = append(body.Repaired, hangingRepaired{hangingTxn: hangingOf(rp.Hanging, rp.At), Marker: marker, RepairedAt: rp.At})
+			entry := hangingRepaired{hangingTxn: hangingOf(rp.Hanging, rp.At), Marker: marker, RepairedAt: rp.At, Log: []hangingLogTxn{}}
+			txns, err := s.log.TransactionsOnPartition(r.Context(), rp.TransactionalID, rp.ProducerID, rp.Topic, rp.Partition, rp.StartOffset)
+			if err != nil {
+				body.Warnings = append(body.Warnings, fmt.Sprintf("the log's transactions on %s/%d: %v", rp.Topic, rp.Partition, err))
+			} else {
+				entry.Log = logTxns(txns)
+			}
+			body.Repaired = append(body.Repaired, entry)
 		}
 		body.RepairedTotal = s.deps.Kafka.RepairedTotal()
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, body)
 	return nil
+}
+
+func logTxns(txns []txlog.PartitionTxn) []hangingLogTxn {
+	out := make([]hangingLogTxn, 0, len(txns))
+	for _, t := range txns {
+		out = append(out, hangingLogTxn{ID: t.ID, GID: t.GID, State: string(t.State), FirstOffset: t.FirstOffset})
+	}
+	return out
 }
