@@ -13,7 +13,7 @@ type ConnPools func() map[string]*pgxpool.Pool
 
 // WatchConnPools exports the connection pools' use at every scrape.
 func (m *Metrics) WatchConnPools(pools ConnPools) {
-	m.reg.MustRegister(&connCollector{pools: pools})
+	m.register(&connCollector{pools: pools})
 }
 
 var (
@@ -50,7 +50,7 @@ func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
 // WatchInstanceLock exports whether this instance holds its instance lock (held reports it,
 // recovery.Ownership): without it the instance starts no transaction and is not ready.
 func (m *Metrics) WatchInstanceLock(held func() bool) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	m.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "instance_lock_held",
 		Help: "1 when this instance holds its instance lock (I8); 0: it lost the lock's session and starts no transaction (not ready) until it has claimed the lock again.",
 	}, func() float64 {
