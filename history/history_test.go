@@ -1,6 +1,7 @@
 package history
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -63,4 +64,18 @@ func TestSamplesAreRatesBetweenReadings(t *testing.T) {
 	assert.True(t, math.IsNaN(got[2].LatencyP50))
 	assert.Zero(t, got[2].Commits)
 	assert.True(t, got[0].At.Before(got[1].At) && got[1].At.Before(got[2].At), "oldest first")
+}
+
+// TestStartStopsWithItsContext: the loop takes a reading at once and ends when Start's ctx
+// is done.
+func TestStartStopsWithItsContext(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := New(reg, Options{Interval: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	s.Start(ctx)
+	cancel()
+	s.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.NotNil(t, s.last, "the first reading was taken at once")
 }

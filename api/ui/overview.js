@@ -87,7 +87,7 @@ function chartOpts(spec, width) {
     axes: [
       { stroke: '#687385', grid: { stroke: '#eef0f4' }, ticks: { stroke: '#dfe3ea' } },
       { stroke: '#687385', grid: { stroke: '#eef0f4' }, ticks: { stroke: '#dfe3ea' }, size: 54,
-        values: (u, vals) => vals.map((v) => fmt(v, spec.unit === 's' ? 's' : '')) },
+        values: (u, vals) => vals.map((v) => (spec.unit === 's' ? fmt(v, 's') : String(Number(v.toPrecision(3))))) },
     ],
     series: [{}, ...spec.series.map(([, label, color, dashed]) => ({
       label, stroke: color, width: 2, dash: dashed ? [6, 4] : undefined,
