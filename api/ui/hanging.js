@@ -5,7 +5,7 @@
 // recovery loop's repair does; then the repairs made since this process started (each is also
 // in the event history of the transactions it decided).
 
-import { post, get } from './api.js';
+import { get, post } from './api.js';
 import { age, badge, h, replace, table, time } from './dom.js';
 import { banner, canAdmin, describe, failed, session } from './session.js';
 
@@ -57,8 +57,9 @@ function repairedTable(items) {
 
 async function runPass(main) {
   try {
-    await post('/v1/recovery/run');
-    banner('ok', 'Recovery pass run: hanging transactions whose decision the log holds were repaired.');
+    const r = await post('/v1/recovery/run');
+    if (r && r.error) banner('error', `Recovery pass ended with an error: ${r.error}`);
+    else banner('ok', 'Recovery pass run: what it repaired is listed under "Repaired"; what still hangs says why.');
   } catch (err) {
     banner('error', `recovery pass failed: ${describe(err)}`);
   }
