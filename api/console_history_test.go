@@ -1,6 +1,9 @@
 package api_test
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -35,4 +38,30 @@ func TestHistorySeriesInSpec(t *testing.T) {
 		names = append(names, n)
 	}
 	assert.ElementsMatch(t, api.HistorySeries(), names)
+}
+
+// TestHistoryAndHangingWithoutTheirSources: without a sampler the history is empty with every
+// series present; without Kafka nothing hangs.
+func TestHistoryAndHangingWithoutTheirSources(t *testing.T) {
+	h := api.NewServer(api.Config{}, api.Deps{}).Handler()
+	for _, c := range []struct {
+		path string
+		want map[string]any
+	}{
+		{"/v1/history", map[string]any{"times": []any{}, "interval_seconds": 0.0}},
+		{"/v1/kafka/hanging", map[string]any{"kafka": false, "hanging": []any{}, "repaired": []any{}, "repaired_total": 0.0}},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, c.path, nil))
+		require.Equal(t, http.StatusOK, rec.Code, "%s: %s", c.path, rec.Body)
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+		for k, v := range c.want {
+			assert.Equal(t, v, body[k], "%s: %s", c.path, k)
+		}
+		if c.path == "/v1/history" {
+			series, _ := body["series"].(map[string]any)
+			assert.Len(t, series, len(api.HistorySeries()))
+		}
+	}
 }
