@@ -10,8 +10,11 @@ import (
 )
 
 // The web console: static HTML, CSS and JavaScript modules embedded in the binary (no build
-// step), served at /ui/. The pages hold no data: every figure they show comes from the API
-// (GET /v1/transactions, GET /v1/transactions/{id}, GET /v1/status) and every action goes
+// step), served at /ui/: the overview (charts of GET /v1/history, drawn with the vendored uPlot
+// in ui/vendor), the in-doubt list, every transaction by state and age, the search by id or
+// gid, one transaction, and the hanging Kafka transactions (GET /v1/kafka/hanging). The pages
+// hold no data: every figure they show comes from the API
+// (GET /v1/transactions, GET /v1/transactions/{id}, GET /v1/status, …) and every action goes
 // through it (POST …/retry, …/abort, …/resolve), with the caller's bearer token, so the roles
 // and the audit trail are the API's own.
 //

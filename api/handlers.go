@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/history"
 	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/recovery"
 	"github.com/kpgtx/coordinator/sqltxn"
@@ -56,7 +57,8 @@ type Deps struct {
 	Recovery *recovery.Loop
 	SQL      *sqltxn.Databases
 	Kafka    *kafkatxn.Pool
-	Metrics  Metrics // metrics.go: /metrics and request metrics; nil: none
+	Metrics  Metrics          // metrics.go: /metrics and request metrics; nil: none
+	History  *history.Sampler // GET /v1/history (console_history.go); nil: an empty history
 }
 
 // Server holds the handlers' dependencies.
@@ -95,7 +97,9 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/v1/transactions", s.handle(s.listTransactions))
 	r.Get("/v1/transactions/{id}", s.handle(s.getTransaction))
 	r.Post("/v1/recovery/run", s.handle(s.runRecovery))
-	r.Get("/v1/status", s.handle(s.status)) // console_status.go
+	r.Get("/v1/status", s.handle(s.status))         // console_status.go
+	r.Get("/v1/history", s.handle(s.history))       // console_history.go
+	r.Get("/v1/kafka/hanging", s.handle(s.hanging)) // console_hanging.go
 	s.adminRoutes(r)
 	s.healthRoutes(r)
 	s.consoleRoutes(r) // console.go

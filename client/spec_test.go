@@ -43,18 +43,20 @@ func at(t *testing.T, n any, path ...string) node {
 
 // operations maps each operationId of the spec to the client's method(s).
 var operations = map[string][]string{
-	"createTransaction":  {"Submit"},
-	"listTransactions":   {"List", "ListInDoubt", "All", "AllInDoubt"},
-	"getTransaction":     {"Get"},
-	"retryTransaction":   {"Retry"},
-	"abortTransaction":   {"Abort"},
-	"resolveTransaction": {"Resolve"},
-	"runRecovery":        {"RunRecovery"},
-	"getStatus":          {"Status"},
-	"getOpenAPI":         {"OpenAPI"},
-	"healthz":            {"Health"},
-	"readyz":             {"Ready"},
-	"metrics":            {"Metrics"},
+	"createTransaction":            {"Submit"},
+	"listTransactions":             {"List", "ListInDoubt", "All", "AllInDoubt"},
+	"getTransaction":               {"Get"},
+	"retryTransaction":             {"Retry"},
+	"abortTransaction":             {"Abort"},
+	"resolveTransaction":           {"Resolve"},
+	"runRecovery":                  {"RunRecovery"},
+	"getStatus":                    {"Status"},
+	"getHistory":                   {"History"},
+	"listHangingKafkaTransactions": {"HangingKafkaTransactions"},
+	"getOpenAPI":                   {"OpenAPI"},
+	"healthz":                      {"Health"},
+	"readyz":                       {"Ready"},
+	"metrics":                      {"Metrics"},
 }
 
 func TestSpecOperations(t *testing.T) {

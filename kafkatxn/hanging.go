@@ -82,7 +82,25 @@ type restartWatch struct {
 	leaders  map[string]int32 // "topic/partition" → leader epoch, from the last metadata poll
 	hanging  map[string]*Hanging
 	repaired int64
+	recent   []Repaired           // the last repairs, oldest first (at most keepRepaired)
 	parked   map[string]*producer // held ids' producers, out of the free list
+}
+
+// Repaired is a hanging transaction that Repair closed, and the marker it wrote.
+type Repaired struct {
+	Hanging
+	Commit bool
+	At     time.Time
+}
+
+// keepRepaired bounds the repairs RecentRepairs remembers.
+const keepRepaired = 50
+
+// RecentRepairs lists the last repairs since start (at most 50), oldest first.
+func (p *Pool) RecentRepairs() []Repaired {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Repaired(nil), p.watch.recent...)
 }
 
 // suspect records a sign that a broker restarted: every id must be checked again before it is
@@ -429,6 +447,10 @@ func (p *Pool) Repair(ctx context.Context, h Hanging, commit bool) error {
 	p.mu.Lock()
 	delete(p.watch.hanging, h.key())
 	p.watch.repaired++
+	p.watch.recent = append(p.watch.recent, Repaired{Hanging: h, Commit: commit, At: time.Now()})
+	if len(p.watch.recent) > keepRepaired {
+		p.watch.recent = append([]Repaired(nil), p.watch.recent[len(p.watch.recent)-keepRepaired:]...)
+	}
 	var back *producer
 	if !p.heldLocked(h.TransactionalID) {
 		back = p.watch.parked[h.TransactionalID]

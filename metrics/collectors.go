@@ -18,7 +18,7 @@ type PoolUsage interface {
 
 // WatchPool exports the transactional-id pool's usage at every scrape.
 func (m *Metrics) WatchPool(p PoolUsage, size int) {
-	m.reg.MustRegister(&poolCollector{pool: p, size: float64(size)})
+	m.register(&poolCollector{pool: p, size: float64(size)})
 }
 
 var (
@@ -107,7 +107,7 @@ type RecoveryStats interface {
 
 // WatchRecovery exports the recovery loop's counters at every scrape.
 func (m *Metrics) WatchRecovery(l RecoveryStats) {
-	m.reg.MustRegister(&recoveryCollector{loop: l})
+	m.register(&recoveryCollector{loop: l})
 }
 
 func counterDesc(name, help string) *prometheus.Desc {
@@ -158,7 +158,7 @@ func (m *Metrics) WatchLog(q Querier, timeout time.Duration) {
 	if timeout <= 0 {
 		timeout = 2 * time.Second
 	}
-	m.reg.MustRegister(&logCollector{q: q, timeout: timeout})
+	m.register(&logCollector{q: q, timeout: timeout})
 }
 
 // inDoubtSQL counts the rows that are not final (active, prepared, committing) and those that

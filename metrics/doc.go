@@ -34,8 +34,11 @@
 //
 // Kafka pool and recovery:
 //
-//	kpgtx_kafka_pool_transactional_ids{status}    gauge    free, leased, quarantined
+//	kpgtx_kafka_pool_transactional_ids{status}    gauge    free, leased, quarantined, hanging
 //	kpgtx_kafka_pool_size                         gauge    KAFKA_POOL_SIZE
+//	kpgtx_kafka_pool_low                          gauge    1: fewer than a quarter of the ids can serve
+//	kpgtx_kafka_hanging_transactions{status}      gauge    found, waiting, cannot_repair
+//	kpgtx_kafka_hanging_repaired_total            counter  hanging transactions repaired
 //	kpgtx_recovery_passes_total                   counter  passes (startup, periodic, on demand)
 //	kpgtx_recovery_pass_failures_total            counter  passes that ended with an error
 //	kpgtx_recovery_resolved_total                 counter  transactions brought to a final state
@@ -43,6 +46,12 @@
 //	kpgtx_recovery_orphans_total                  counter  orphan prepared transactions rolled back
 //	kpgtx_recovery_markers_deleted_total          counter  marker rows deleted
 //	kpgtx_recovery_takeovers_total                counter  dead instances taken over
+//
+// Connections and the instance lock:
+//
+//	kpgtx_db_connections{database,state}          gauge    acquired, idle; database "log" is the log's pool
+//	kpgtx_db_connections_max{database}            gauge    COORDINATOR_DB_MAX_CONNS
+//	kpgtx_instance_lock_held                      gauge    1 while this instance holds its instance lock (I8)
 //
 // HTTP:
 //
@@ -53,8 +62,8 @@
 //
 // Plus the Go runtime (go_*), process (process_*) and go_build_info collectors.
 //
-// Alerts worth having: kpgtx_in_doubt_oldest_age_seconds above the largest request budget
-// (COORDINATOR_MAX_TIMEOUT) plus a few recovery intervals; kpgtx_heuristic_transactions > 0;
-// kpgtx_kafka_pool_transactional_ids{status="quarantined"} growing; kpgtx_log_up == 0; a rising
-// rate of kpgtx_recovery_pass_failures_total.
+// The alert rules shipped in deploy/prometheus/alerts.yaml and the Grafana dashboard in
+// deploy/grafana name only these (test/alerts_test.go checks it, with Families); what to do
+// when one fires is in docs/runbook.md. The console's overview (history, GET /v1/history)
+// samples the same registry.
 package metrics

@@ -40,6 +40,9 @@ type Metrics struct {
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
 	httpInFlight prometheus.Gauge
+
+	collMu     sync.Mutex
+	collectors []prometheus.Collector // everything registered (Families)
 }
 
 type outcomeKey struct {
@@ -60,7 +63,7 @@ var durationBuckets = prometheus.ExponentialBuckets(0.0005, 2, 17)
 func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{reg: reg, outCache: map[outcomeKey]prometheus.Counter{}}
-	reg.MustRegister(
+	m.register(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewBuildInfoCollector(),
@@ -132,7 +135,7 @@ func New() *Metrics {
 		Help: "HTTP requests being served.",
 	})
 
-	reg.MustRegister(phase, m.outcomes, m.breaches, logWrite, logBatchSize, logBatchTime, m.kafkaBatch, m.sqlShared,
+	m.register(phase, m.outcomes, m.breaches, logWrite, logBatchSize, logBatchTime, m.kafkaBatch, m.sqlShared,
 		m.httpRequests, m.httpDuration, m.httpInFlight)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		Registry:            reg, // promhttp_metric_handler_errors_total

@@ -97,3 +97,18 @@ func TestHotPathAllocs(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// TestFamiliesIncludeFamiliesWithoutSamples: a vector without children has no sample to
+// gather, and still counts as registered.
+func TestFamiliesIncludeFamiliesWithoutSamples(t *testing.T) {
+	m := metrics.New()
+	fams := m.Families()
+	assert.Contains(t, fams, "kpgtx_transactions_total")
+	assert.Contains(t, fams, "kpgtx_http_requests_total")
+	assert.Contains(t, fams, "go_goroutines")
+	gathered, err := m.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range gathered {
+		assert.NotEqual(t, "kpgtx_http_requests_total", f.GetName(), "no request yet: no sample")
+	}
+}

@@ -46,8 +46,40 @@ func (l *Loop) repairHanging(ctx context.Context, st *Stats) error {
 			continue
 		}
 		st.HangingRepaired++
+		l.recordRepair(ctx, h, commit, txns)
 	}
 	return errs
+}
+
+// ActionRepairHanging names a hanging transaction's repair in the event history of the
+// transactions whose records it decided.
+const ActionRepairHanging = "repair_hanging"
+
+// recordRepair appends the repair's outcome to the event history of every logged transaction
+// whose records the marker decided, so a transaction's page says what happened to its records
+// on that partition. The marker is written already: a failed append is only logged.
+func (l *Loop) recordRepair(ctx context.Context, h kafkatxn.Hanging, commit bool, txns []txlog.PartitionTxn) {
+	marker := "ABORT"
+	if commit {
+		marker = "COMMIT"
+	}
+	for _, t := range txns {
+		err := l.log.AdminEvent(ctx, t.GID, txlog.AdminAction{Action: ActionRepairHanging, By: "recovery (" + l.cfg.Instance + ")",
+			Reason: fmt.Sprintf("hanging Kafka transaction on %s/%d from offset %d (producer %d epoch %d of %s): the broker had not written its marker",
+				h.Topic, h.Partition, h.StartOffset, h.ProducerID, h.ProducerEpoch, h.TransactionalID),
+			Result: marker + " marker written"})
+		if err != nil {
+			l.cfg.Logger.Warn("hanging transaction repaired; its event not recorded", "gid", t.GID, "error", err)
+		}
+	}
+}
+
+// HangingPlan is what the recovery loop's next pass does about a hanging transaction, given the
+// logged transactions whose records it holds (txlog.TransactionsOnPartition): write the COMMIT
+// marker (commit) or the ABORT marker when status is "", otherwise nothing yet, for the reason
+// in note (status waiting or cannot_repair). The console's hanging page shows it.
+func HangingPlan(h kafkatxn.Hanging, txns []txlog.PartitionTxn) (commit bool, status, note string) {
+	return hangingDecision(h, txns)
 }
 
 // hangingDecision applies repairHanging's rules: the marker to write (commit), or a status and a

@@ -4,6 +4,9 @@
 #   1. scripts/services.sh start   real PostgreSQL + real Kafka 4.x
 #      chromium                    Debian's package, for the console's browser
 #                                  tests; installed when missing
+#      promtool                    Debian's prometheus package, for the alert
+#                                  rules' checks (test/alerts_test.go); installed
+#                                  when missing, its server left stopped
 #   2. go vet ./...
 #   3. bash model/check.sh         the protocol model, checked with SPIN (installs spin)
 #      bash model/check-batch.sh   its shared-Kafka-transaction variant (docs/batching.md)
@@ -54,6 +57,29 @@ if ! have_chromium; then
   fi
   have_chromium || failed+=("chromium install (apt-get update && apt-get install -y chromium)")
 fi
+# The alert rules (deploy/prometheus) are checked with promtool (test/alerts_test.go),
+# which Debian ships in its prometheus package. Installing it may start the Prometheus
+# server (on systems whose policy lets packages start services): it is stopped and
+# disabled again, since only promtool is wanted.
+if ! command -v promtool >/dev/null 2>&1; then
+  if [[ $(id -u) -eq 0 ]]; then
+    echo "== installing promtool (Debian package prometheus) for the alert rules' checks" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -q --no-install-recommends prometheus >&2; then
+      apt-get update -q >&2 || true
+      apt-get install -y -q --no-install-recommends prometheus >&2 || true
+    fi
+    if [[ -x /etc/init.d/prometheus ]]; then
+      /etc/init.d/prometheus stop >&2 2>&1 || true
+      update-rc.d prometheus disable >/dev/null 2>&1 || true
+    fi
+    if command -v systemctl >/dev/null 2>&1 && [[ -d /run/systemd/system ]]; then
+      systemctl disable --now prometheus >&2 2>&1 || true
+    fi
+  fi
+  command -v promtool >/dev/null 2>&1 || failed+=("promtool install (apt-get install -y --no-install-recommends prometheus)")
+fi
+
 export ARTIFACTS_DIR="${ARTIFACTS_DIR:-$PWD/test/artifacts}"
 mkdir -p "$ARTIFACTS_DIR"
 echo "== browser screenshots: $ARTIFACTS_DIR" >&2

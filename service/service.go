@@ -19,6 +19,7 @@ import (
 
 	"github.com/kpgtx/coordinator/api"
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/history"
 	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/metrics"
 	"github.com/kpgtx/coordinator/recovery"
@@ -39,6 +40,8 @@ type Service struct {
 	// Retention removes expired final rows from the log (COORDINATOR_RETENTION).
 	Retention *retention.Service
 	Metrics   *metrics.Metrics // the service's own registry, served at /metrics
+	// History samples Metrics for the console's overview (GET /v1/history).
+	History *history.Sampler
 	// Ownership is this instance's lock and epoch (fencing); lost, the instance starts nothing.
 	Ownership *recovery.Ownership
 	logger    *slog.Logger
@@ -200,10 +203,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		logger.Warn("startup recovery pass incomplete; the loop retries", "error", err,
 			"resolved", st.Resolved, "failed", st.Failed)
 	}
+	s.History = history.New(s.Metrics.Registry(), history.Options{Interval: o.historyInterval, Logger: logger})
 	s.API = api.NewServer(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
 		MaxBodyMemory: cfg.MaxBodyMemory, Logger: logger, Tokens: cfg.Tokens, InstanceLease: cfg.InstanceLease,
 		Tracer: tracer},
-		api.Deps{Coord: s.Coord, Log: s.Log, Recovery: s.Recovery, SQL: s.SQL, Kafka: s.Kafka, Metrics: s.Metrics})
+		api.Deps{Coord: s.Coord, Log: s.Log, Recovery: s.Recovery, SQL: s.SQL, Kafka: s.Kafka, Metrics: s.Metrics, History: s.History})
 	s.Metrics.WatchRecovery(s.Recovery)
 	var hanging retention.Hanging
 	if s.Kafka != nil {
@@ -212,6 +216,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 	s.Retention = retention.New(retention.Config{Retention: cfg.Retention,
 		Instance: cfg.Instance, Lease: cfg.InstanceLease, Logger: logger}, s.Log, s.SQL, hanging)
 	s.Metrics.WatchRetention(s.Retention)
+	s.Metrics.WatchConnPools(s.connPools)
+	s.Metrics.WatchInstanceLock(func() bool {
+		_, err := s.Ownership.Fence()
+		return err == nil
+	})
 	if s.Kafka != nil {
 		s.Metrics.WatchPool(s.Kafka, cfg.PoolSize)
 	}
@@ -219,8 +228,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 	return s, nil
 }
 
-// Start runs the background services (the recovery loop, the retention) until ctx is done.
+// Start runs the background services (the recovery loop, the Kafka pool's restart watch, the
+// retention, the metrics history) until ctx is done.
 func (s *Service) Start(ctx context.Context) {
+	s.History.Start(ctx)
 	if s.Kafka != nil {
 		s.Kafka.Start(ctx) // the restart watch (kafkatxn/hanging.go)
 	}

@@ -36,7 +36,8 @@ const serviceName = "kpgtx-coordinator"
 type Option func(*options)
 
 type options struct {
-	tracerProvider trace.TracerProvider
+	tracerProvider  trace.TracerProvider
+	historyInterval time.Duration // history.go
 }
 
 // WithTracerProvider makes the service trace with tp (tests: an SDK provider with an in-memory

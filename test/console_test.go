@@ -125,7 +125,7 @@ func TestConsole(t *testing.T) {
 
 	// Sign in: the console asks for a token; a wrong one is refused; the token stays out of the
 	// URL and out of cookies.
-	b.navigate(base + "/ui/")
+	b.navigate(base + "/ui/#/in-doubt")
 	b.visible("#login")
 	b.screenshot("login")
 	b.do("type a wrong token", chromedp.SendKeys(chromedp.CSS("#token"), newSecret("wrong")), chromedp.Click(chromedp.CSS("#login-submit")))
@@ -186,7 +186,7 @@ func TestConsole(t *testing.T) {
 
 	t.Run("transaction", func(t *testing.T) {
 		b := b.in(t)
-		b.setHash("#/")
+		b.setHash("#/in-doubt")
 		b.click(`tr[data-key="mixed"] a.txn-link`)
 		b.until("the page of mixed", `document.getElementById('txn-id')?.textContent === 'mixed'`)
 		assert.Equal(t, "heuristic_mixed", b.text("#txn-state"))

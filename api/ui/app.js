@@ -1,9 +1,14 @@
-// The console's entry point: the session (token and caller), the health strip, the banner and
-// the router (#/ is the in-doubt list, #/txn/<id> one transaction).
+// The console's entry point: the session (token and caller), the health strip, the banner, the
+// search box and the router: #/ the overview, #/in-doubt the in-doubt list, #/list?state=…
+// every transaction by state and age, #/hanging the hanging Kafka transactions, #/txn/<id>
+// one transaction.
 
 import { APIError, clearToken, get, setToken, token } from './api.js';
 import { age, h, replace } from './dom.js';
+import { hangingView } from './hanging.js';
 import { listView } from './list.js';
+import { leaveOverview, overviewView } from './overview.js';
+import { searchSubmit } from './search.js';
 import { banner, session } from './session.js';
 import { txnView } from './txn.js';
 
@@ -70,7 +75,7 @@ function renderHealth(st) {
       `${r.passes} passes · ${r.failures} failed · ${r.resolved} resolved · ${r.orphans} orphans · ${r.taken_over} taken over`),
     h('div', { class: 'item', id: 'health-pools' }, h('span', { class: 'label' }, 'Pools'), pools.join(' · ')),
     h('div', { class: `item ${d.count ? 'warn' : ''}`, id: 'health-in-doubt' }, h('span', { class: 'label' }, 'In doubt'),
-      h('a', { href: '#/' }, `${d.count}`), d.count ? ` · oldest ${age(d.oldest_age_seconds)}` : ''),
+      h('a', { href: '#/in-doubt' }, `${d.count}`), d.count ? ` · oldest ${age(d.oldest_age_seconds)}` : ''),
     st.warnings && st.warnings.length ? h('div', { class: 'item warn', title: st.warnings.join('\n') }, `${st.warnings.length} warning(s)`) : '');
 }
 
@@ -107,19 +112,43 @@ async function refreshStatus() {
 function route() {
   if (!session.caller) return;
   const hash = location.hash || '#/';
-  const m = hash.match(/^#\/txn\/([^?]+)$/);
-  if (m) {
-    let id;
-    try {
-      id = decodeURIComponent(m[1]);
-    } catch {
-      id = m[1];
-    }
-    txnView(main, id);
-    return;
-  }
   const q = hash.indexOf('?');
-  listView(main, new URLSearchParams(q >= 0 ? hash.slice(q + 1) : ''));
+  const path = q >= 0 ? hash.slice(0, q) : hash;
+  const params = new URLSearchParams(q >= 0 ? hash.slice(q + 1) : '');
+  const m = path.match(/^#\/txn\/(.+)$/);
+  let view = 'overview';
+  if (m) view = 'txn';
+  else if (path === '#/in-doubt') view = 'in-doubt';
+  else if (path === '#/' && params.get('state')) view = params.get('state') === 'in-doubt' ? 'in-doubt' : 'list'; // the old list links
+  else if (path === '#/list') view = params.get('state') === 'in-doubt' ? 'in-doubt' : 'list';
+  else if (path === '#/hanging') view = 'hanging';
+  document.querySelectorAll('#nav a').forEach((a) => a.classList.toggle('current', a.dataset.view === view));
+  if (view !== 'overview') leaveOverview();
+  switch (view) {
+    case 'txn': {
+      let id;
+      try {
+        id = decodeURIComponent(m[1]);
+      } catch {
+        id = m[1];
+      }
+      txnView(main, id);
+      return;
+    }
+    case 'in-doubt':
+      if (!params.get('state')) params.set('state', 'in-doubt');
+      listView(main, params);
+      return;
+    case 'list':
+      if (!params.get('state')) params.set('state', 'all');
+      listView(main, params);
+      return;
+    case 'hanging':
+      hangingView(main);
+      return;
+    default:
+      overviewView(main);
+  }
 }
 
 async function boot() {
@@ -129,6 +158,10 @@ async function boot() {
     session.caller = null;
     showLogin('The server asks for a token' + (err.message ? `: ${err.message}` : '.'));
   };
+  document.getElementById('search').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    if (session.caller) searchSubmit(main, document.getElementById('search-input'));
+  });
   window.addEventListener('hashchange', () => {
     banner();
     route();

@@ -1,12 +1,12 @@
-// The list view (#/?state=…&older_than=…&limit=…): the in-doubt view of the API
-// (GET /v1/transactions?state=in-doubt, the log reconciled with pg_prepared_xacts and Kafka) or
-// the log's rows in one state, paged with the API's cursor.
+// The list view (#/in-doubt, #/list?state=…&older_than=…&limit=…): the in-doubt view of the
+// API (GET /v1/transactions?state=in-doubt, the log reconciled with pg_prepared_xacts and Kafka)
+// or the log's rows in every state (all) or in one, paged with the API's cursor.
 
 import { get } from './api.js';
 import { age, badge, h, replace, table, time } from './dom.js';
 import { failed } from './session.js';
 
-const STATES = ['in-doubt', 'active', 'prepared', 'committing', 'committed', 'aborted', 'heuristic', 'heuristic_mixed'];
+const STATES = ['in-doubt', 'all', 'active', 'prepared', 'committing', 'committed', 'aborted', 'heuristic', 'heuristic_mixed'];
 const LIMITS = ['10', '25', '50', '100'];
 
 // pages keeps the cursors of the pages seen, per filter, so that "Previous" can go back:
@@ -66,7 +66,7 @@ function stateTable(txns) {
 // filterForm is the filters: state, minimum age, page size.
 function filterForm(state, olderThan, limit) {
   const stateSel = h('select', { id: 'filter-state', name: 'state' },
-    STATES.map((s) => h('option', { value: s, selected: s === state }, s === 'in-doubt' ? 'in doubt (reconciled)' : s)));
+    STATES.map((s) => h('option', { value: s, selected: s === state }, s === 'in-doubt' ? 'in doubt (reconciled)' : s === 'all' ? 'all states' : s)));
   const ageIn = h('input', { id: 'filter-age', name: 'older_than', value: olderThan, placeholder: 'e.g. 30s, 5m, 1h', size: 10,
     pattern: '^([0-9]{1,9}|([0-9]{1,12}(\\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h))+)$', title: 'whole seconds, or a duration such as 30s, 5m, 1h30m' });
   const limits = LIMITS.includes(limit) ? LIMITS : [...LIMITS, limit].sort((a, b) => Number(a) - Number(b));
@@ -75,7 +75,7 @@ function filterForm(state, olderThan, limit) {
     ev.preventDefault();
     const q = new URLSearchParams({ state: stateSel.value, limit: limitSel.value });
     if (ageIn.value.trim()) q.set('older_than', ageIn.value.trim());
-    const next = '#/?' + q.toString();
+    const next = (stateSel.value === 'in-doubt' ? '#/in-doubt?' : '#/list?') + q.toString();
     if (location.hash === next) listView(document.getElementById('main'), q); // refresh
     else location.hash = next;
   } },
@@ -94,9 +94,10 @@ export async function listView(main, params) {
   if (pages.key !== key) pages = { key, cursors: [''], index: 0 };
 
   const body = h('div', { id: 'list-body' }, h('p', { class: 'muted' }, 'Loading…'));
-  replace(main, h('h1', {}, state === 'in-doubt' ? 'In doubt' : `Transactions: ${state}`), filterForm(state, olderThan, limit), body);
+  replace(main, h('h1', {}, state === 'in-doubt' ? 'In doubt' : state === 'all' ? 'All transactions' : `Transactions: ${state}`), filterForm(state, olderThan, limit), body);
 
-  const q = new URLSearchParams({ state, limit });
+  const q = new URLSearchParams({ limit });
+  if (state !== 'all') q.set('state', state);
   if (olderThan) q.set('older_than', olderThan);
   const after = pages.cursors[pages.index];
   if (after) q.set('after', after);

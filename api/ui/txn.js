@@ -193,7 +193,7 @@ export async function txnView(main, id) {
   const events = t.events || [];
   const k = t.kafka;
   replace(main,
-    h('p', {}, h('a', { href: '#/' }, '← In doubt')),
+    h('p', {}, h('a', { href: '#/in-doubt' }, '← In doubt'), ' · ', h('a', { href: '#/list?state=all' }, 'All transactions')),
     h('h1', {}, 'Transaction ', h('span', { id: 'txn-id' }, t.id), ' ', h('span', { id: 'txn-state' }, badge(t.state, 'state'))),
     actionBar(main, t, entry),
     h('section', { class: 'grid' },
