@@ -19,7 +19,7 @@ type RetentionStats interface {
 
 // WatchRetention exports the log's size and the retention's progress at every scrape.
 func (m *Metrics) WatchRetention(r RetentionStats) {
-	m.reg.MustRegister(&retentionCollector{r: r})
+	m.register(&retentionCollector{r: r})
 }
 
 var (
