@@ -26,7 +26,7 @@ import (
 // BenchmarkGrowth compares, in one run on the same services, coordinators on three logs:
 //
 //   - empty: a fresh log;
-//   - full: a log preloaded with GROWTH_ROWS final rows (default 1,000,000; the goal is
+//   - full: a log preloaded with GROWTH_ROWS final rows (default 1,000,000; the goal is
 //     20,000,000), created over the last 6.9 days: what a log holds in its steady state at the
 //     default retention (7 days), which removes none of them during the run;
 //   - expiring: the same preload created 8 days ago, so that the coordinator's retention
