@@ -3,7 +3,6 @@ package registry
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -380,8 +379,37 @@ func TestUnsupportedReferences(t *testing.T) {
 }
 
 func TestDecodeBadInput(t *testing.T) {
-	enc, err := New(Config{URL: "http://127.0.0.1:1"})
-	require.NoError(t, err)
-	_, _, err = enc.Decode(context.Background(), Avro, []byte{1, 2, 3})
-	require.True(t, errors.Is(err, ErrMismatch), "%v", err)
+	for _, tg := range targets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			s := registerAll(t, newAdmin(t, tg.url))
+			enc, err := New(Config{URL: tg.url})
+			require.NoError(t, err)
+			ctx := context.Background()
+			good, err := enc.Encode(ctx, Protobuf, Ref{ID: s.protoID, Message: "shop.v1.Order"}, []byte(protoData))
+			require.NoError(t, err)
+			header := func(id int, rest ...byte) []byte {
+				return append([]byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}, rest...)
+			}
+			for _, c := range []struct {
+				name   string
+				format Format
+				b      []byte
+				want   error
+			}{
+				{"too short", Avro, []byte{0, 0, 1}, ErrMismatch},
+				{"no magic byte", Avro, []byte{1, 0, 0, 0, 1, 2}, ErrMismatch},
+				{"unknown id", Avro, header(987654321, 2), ErrUnknownSchema},
+				{"wrong format", Avro, good, ErrWrongFormat},
+				{"message index not in the schema", Protobuf, header(s.protoID, 2, 14), ErrMismatch},
+				{"protobuf payload cut", Protobuf, good[:len(good)-3], ErrMismatch},
+				{"avro payload cut", Avro, header(s.avroID, 14), ErrMismatch},
+				{"jsonschema payload not JSON", JSONSchema, header(s.jsonID, '{'), ErrMismatch},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					_, _, err := enc.Decode(ctx, c.format, c.b)
+					require.ErrorIs(t, err, c.want, "got %v", err)
+				})
+			}
+		})
+	}
 }
