@@ -96,9 +96,10 @@ func encodeProto(md protoreflect.MessageDescriptor, data []byte) ([]byte, error)
 	if err := protojson.Unmarshal(data, msg); err != nil {
 		return nil, protoMismatch(data, err)
 	}
-	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+	// protojson has checked proto2's required fields already: AllowPartial skips a second
+	// walk of the message.
+	payload, err := proto.MarshalOptions{Deterministic: true, AllowPartial: true}.Marshal(msg)
 	if err != nil {
-		// Required fields of proto2 missing, for one.
 		return nil, &MismatchError{Reason: protoReason(err.Error())}
 	}
 	return payload, nil
