@@ -30,6 +30,9 @@ const (
 	ParticipantKafka       = "kafka"
 	ParticipantSQL         = "sql"
 	ParticipantCoordinator = "coordinator"
+	// ParticipantSchemaRegistry is the Schema Registry records are encoded against (P1): never
+	// a participant of the transaction, but a dependency whose outage is a 503.
+	ParticipantSchemaRegistry = "schema_registry"
 )
 
 // Sentinels. The API maps each to one HTTP status (api/errors.go).

@@ -30,6 +30,9 @@ type Schemas interface {
 type SchemaError struct {
 	Path   string
 	Reason string
+	// Schema: the schema named is the problem (not in the registry, of another type, or one
+	// that cannot be encoded against), not the data.
+	Schema bool
 }
 
 func (e *SchemaError) Error() string {
@@ -61,6 +64,8 @@ func (c *Coordinator) encodeRecords(ctx context.Context, req *Request) error {
 			b, err := c.encodeSchema(ctx, field+"."+part.name, p, p.Data)
 			var se *SchemaError
 			switch {
+			case errors.As(err, &se) && se.Schema:
+				return invalid(field+"."+part.name+"."+p.schemaField(), se.Reason)
 			case errors.As(err, &se):
 				return invalid(field+"."+part.name+dataPath(se.Path), se.Reason)
 			case err != nil:
@@ -98,10 +103,18 @@ func (c *Coordinator) encodeSchema(ctx context.Context, field string, p *Payload
 	b, err := c.cfg.Schemas.Encode(ctx, p.Type, p.schemaRef(), data)
 	var se *SchemaError
 	if err != nil && !errors.As(err, &se) {
-		return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: &Failure{Participant: ParticipantKafka,
+		return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: &Failure{Participant: ParticipantSchemaRegistry,
 			Class: ClassRetriable, Unavailable: true, Err: fmt.Errorf("%s: schema registry: %w", field, err)}}
 	}
 	return b, err
+}
+
+// schemaField names the field that named the schema.
+func (p *Payload) schemaField() string {
+	if p.SchemaID != nil {
+		return "schema_id"
+	}
+	return "subject"
 }
 
 func dataPath(p string) string {

@@ -91,9 +91,18 @@ type Config struct {
 	Topics         []string          // COORDINATOR_TOPICS: allowlist of topics ("prefix*" matches a prefix)
 	KafkaTLS       KafkaTLS          // KAFKA_TLS, KAFKA_TLS_*
 	KafkaSASL      KafkaSASL         // KAFKA_SASL_*
+	SchemaRegistry SchemaRegistry    // COORDINATOR_SCHEMA_REGISTRY_*
 	// OTLPEndpoint is the OTLP/HTTP collector traces go to (COORDINATOR_OTLP_ENDPOINT); empty:
 	// no traces (trace.go).
 	OTLPEndpoint string
+}
+
+// SchemaRegistry is where avro, protobuf and jsonschema record values are encoded against
+// (schemas.go); no URL: those types are refused.
+type SchemaRegistry struct {
+	URL      string     // COORDINATOR_SCHEMA_REGISTRY_URL: Confluent's API (Apicurio: …/apis/ccompat/v7)
+	User     string     // COORDINATOR_SCHEMA_REGISTRY_USER: HTTP basic authentication
+	Password api.Secret // COORDINATOR_SCHEMA_REGISTRY_PASSWORD (never logged)
 }
 
 // Defaults returns the configuration with nothing set.

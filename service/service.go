@@ -167,7 +167,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		s.Kafka.RememberTopics(topics...)
 	}
 
+	schemas, err := newSchemas(cfg.SchemaRegistry)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.Coord = coord.New(coord.Config{
+		Schemas:   schemas,
 		Instance:  cfg.Instance,
 		GIDPrefix: cfg.GIDPrefix,
 		Limits: coord.Limits{MaxStatements: cfg.MaxStatements, MaxRecords: cfg.MaxRecords, MaxTimeout: cfg.MaxTimeout, Statements: cfg.Statements, Topics: cfg.Topics, ConfinedSQL: cfg.StatementRole != "",

@@ -240,7 +240,7 @@ func TestClientTypedRecords(t *testing.T) {
 		SQL: []client.Statement{{Statement: "INSERT INTO orders (id, total, note) VALUES ($1, 12.5, 'n') RETURNING id, total", Args: []any{"typed-1"}}},
 		Kafka: []client.Record{
 			{Topic: e.topic, Key: client.Binary([]byte{0, 0, 0, 0, 1}), Value: client.JSON(map[string]any{"n": 1}),
-				Headers: []client.Header{client.TextHeader("h", "a"), client.BinaryHeader("h", []byte{0xff}), {Name: "null"}},
+				Headers:   []client.Header{client.TextHeader("h", "a"), client.BinaryHeader("h", []byte{0xff}), {Name: "null"}},
 				Timestamp: &at},
 			{Topic: e.topic, Key: client.FromResult(0, 0, "id"), Value: client.FromResult(0, 0, ""),
 				Headers: []client.Header{client.HeaderFrom("total", 0, 0, "total")}},
