@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/kpgtx/coordinator/devstack"
 	"github.com/kpgtx/coordinator/service"
@@ -110,6 +111,14 @@ func dev(ctx context.Context, cfg service.Config, pgPath string, logger *slog.Lo
 	}
 	defer kafka.Stop()
 
+	// An in-process registry of Confluent's API (franz-go's srfake), for avro, protobuf and
+	// jsonschema values: register schemas at its URL; it forgets them on exit.
+	schemaRegistry := srfake.New()
+	defer schemaRegistry.Close()
+	if cfg.SchemaRegistry.URL == "" {
+		cfg.SchemaRegistry.URL = schemaRegistry.URL()
+	}
+
 	if err := createDemoTable(ctx, pg.DSN()); err != nil {
 		return startupError(ctx, err)
 	}
@@ -122,7 +131,7 @@ func dev(ctx context.Context, cfg service.Config, pgPath string, logger *slog.Lo
 	}
 	defer svc.Close()
 
-	printBanner(stdout, baseURL(ln.Addr(), cfg.APITLS.Enabled()), pg.DSN(), kafka.Brokers(), dir)
+	printBanner(stdout, baseURL(ln.Addr(), cfg.APITLS.Enabled()), pg.DSN(), kafka.Brokers(), cfg.SchemaRegistry.URL, dir)
 
 	go func() {
 		<-ctx.Done()
@@ -168,12 +177,13 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func printBanner(w io.Writer, base, dsn string, brokers []string, dir string) {
+func printBanner(w io.Writer, base, dsn string, brokers []string, schemaRegistry, dir string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\ncoordinator dev: throwaway PostgreSQL and in-process Kafka; everything is removed on exit\n\n")
 	fmt.Fprintf(&b, "  API         %s  (spec: %s/openapi.yaml)\n", base, base)
 	fmt.Fprintf(&b, "  PostgreSQL  %s  (table orders)\n", dsn)
 	fmt.Fprintf(&b, "  Kafka       %s  (topic %s)\n", strings.Join(brokers, ","), devTopic)
+	fmt.Fprintf(&b, "  Registry    %s  (Schema Registry API, in-process: register schemas here)\n", schemaRegistry)
 	fmt.Fprintf(&b, "  Data        %s\n\n", dir)
 	fmt.Fprintf(&b, "Insert a row and produce a record, atomically:\n\n")
 	fmt.Fprintf(&b, "  curl -s -X POST %s/v1/transactions -H 'Content-Type: application/json' -d '%s'\n\n", base, devExampleReq)
