@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 
@@ -46,8 +45,9 @@ func TestConcurrentMixed(t *testing.T) {
 					req["sql"] = append(req["sql"].([]any), map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ('taken', 1)"})
 				case 3: // unknown topic on the second record
 					req["kafka"] = append(req["kafka"].([]any), map[string]any{"topic": e.prefix + "-missing", "value": "x"})
-				case 5: // oversized record
-					req["kafka"] = append(req["kafka"].([]any), map[string]any{"topic": e.topic, "value": strings.Repeat("x", 1100<<10)})
+				case 5: // a record built from a result that is not there (P2: the insert returns no row)
+					req["kafka"] = append(req["kafka"].([]any), map[string]any{"topic": e.topic,
+						"value": map[string]any{"type": "json", "from": "sql[0].rows[0]"}})
 				case 7: // SQL error after the row was written
 					req["sql"] = append(req["sql"].([]any), map[string]any{"statement": "SELECT 1/0"})
 				}
