@@ -8,7 +8,7 @@
 #                        as that write (inline-2pc-gidlog), that inline 2PC with the requests
 #                        in flight sharing one PostgreSQL and one Kafka transaction
 #                        (inline-shared: the bound of sharing the SQL side too) and
-#                        the by-hand dual write (not atomic), at c=1, 16, 64: throughput, p50, p99,
+#                        the by-hand dual write (not atomic), at c=1, 16, 64, 256: throughput, p50, p99,
 #                        ratios to the dual write, CPU per committed transaction of the
 #                        coordinator, PostgreSQL and the Kafka broker (from /proc)
 #   BenchmarkRecovery    one recovery pass over 10,000 in-doubt transactions, serial (parallelism 1)
@@ -28,6 +28,9 @@
 # tunings (KAFKA_SHARED_MAX=1 is the coordinator without shared Kafka transactions).
 # BENCH_BASELINE_ENV="NAME=value ..." adds settings to the baseline alone (BENCH_BASELINE=HEAD
 # BENCH_BASELINE_ENV=... compares a tuning against the same build in one run).
+# BENCH_C=1,16 chooses the throughput benchmark's concurrencies (default 1,16,64,256); the
+# coordinator rows report the process's resident memory after each run (coord MB), from which
+# the memory per request in flight follows (c=256 against c=1).
 # BENCH_VALUE=binary|json sends the coordinator's 100-byte values typed ({"type":"binary"} or
 # {"type":"json"}; the baseline row keeps the plain string, which any older build takes), so
 # BENCH_BASELINE=<revision> BENCH_VALUE=binary compares typed values with the plain path before.
@@ -88,17 +91,18 @@ END {
   most = 0
   for (k in rounds) if (rounds[k] > most) most = rounds[k]
   if (most > 1) printf "\n(each figure: the median of %d rounds)", most
-  printf "\n%-17s %4s %9s %8s %8s %9s %8s %14s %12s %14s %9s %9s %9s\n", "variant", "c", "txn/s", "p50 ms", "p99 ms", "x dual/s", "x p50", "coord ms/txn", "pg ms/txn", "kafka ms/txn", "shared %", "members", "sql sh %"
+  printf "\n%-17s %4s %9s %8s %8s %9s %8s %14s %12s %14s %9s %9s %9s %9s\n", "variant", "c", "txn/s", "p50 ms", "p99 ms", "x dual/s", "x p50", "coord ms/txn", "pg ms/txn", "kafka ms/txn", "shared %", "members", "sql sh %", "coord MB"
   for (j = 1; j <= nc; j++) for (k = 1; k <= nv; k++) {
     c = cs[j]; n = vs[k]
     if (!((n, c, "txn/s") in v)) continue
     d = v["dual-write", c, "txn/s"]; dp = v["dual-write", c, "p50-ms"]
-    printf "%-17s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %14.3f %12.3f %14.3f %9s %9s %9s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
+    printf "%-17s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %14.3f %12.3f %14.3f %9s %9s %9s %9s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
       (d > 0 ? v[n, c, "txn/s"] / d : 0), (dp > 0 ? v[n, c, "p50-ms"] / dp : 0),
       v[n, c, "cpu-coord-ms/txn"], v[n, c, "cpu-pg-ms/txn"], v[n, c, "cpu-kafka-ms/txn"],
       ((n, c, "shared-%") in v ? sprintf("%.0f", v[n, c, "shared-%"]) : "-"),
       ((n, c, "members/shared-txn") in v ? sprintf("%.1f", v[n, c, "members/shared-txn"]) : "-"),
-      ((n, c, "sql-shared-%") in v ? sprintf("%.0f", v[n, c, "sql-shared-%"]) : "-")
+      ((n, c, "sql-shared-%") in v ? sprintf("%.0f", v[n, c, "sql-shared-%"]) : "-"),
+      ((n, c, "rss-MB") in v ? sprintf("%.0f", v[n, c, "rss-MB"]) : "-")
   }
 }' "$out"
 

@@ -182,7 +182,7 @@ func BenchmarkThroughput(b *testing.B) {
 		profiledC, err = strconv.Atoi(s)
 		require.NoError(b, err, "BENCH_PPROF_C")
 	}
-	for _, c := range []int{1, 16, 64} {
+	for _, c := range benchConcurrencies(b) {
 		for _, v := range variants {
 			b.Run(fmt.Sprintf("%s/c=%d", v.name, c), func(b *testing.B) {
 				var profiled <-chan struct{}
@@ -216,6 +216,11 @@ func BenchmarkThroughput(b *testing.B) {
 				}
 
 				n := float64(b.N)
+				if v.url != "" {
+					// The coordinator's resident memory right after the run: with the one at c=1,
+					// what each request in flight holds (scripts/bench.sh's "coord MB").
+					b.ReportMetric(rssMB(b, v.pid), "rss-MB")
+				}
 				b.ReportMetric(after.self.Sub(before.self)/n, "cpu-coord-ms/txn")
 				b.ReportMetric(after.postgres.Sub(before.postgres)/n, "cpu-pg-ms/txn")
 				b.ReportMetric(after.kafka.Sub(before.kafka)/n, "cpu-kafka-ms/txn")
@@ -444,4 +449,38 @@ func benchValue(b *testing.B, form string) any {
 	}
 	b.Fatalf("BENCH_VALUE=%q: text, binary or json", form)
 	return nil
+}
+
+// benchConcurrencies are the concurrencies of BenchmarkThroughput: BENCH_C (comma-separated) or
+// 1, 16, 64 and 256.
+func benchConcurrencies(b *testing.B) []int {
+	b.Helper()
+	spec := os.Getenv("BENCH_C")
+	if spec == "" {
+		return []int{1, 16, 64, 256}
+	}
+	var cs []int
+	for _, f := range strings.Split(spec, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		require.NoError(b, err, "BENCH_C=%q", spec)
+		require.Positive(b, c, "BENCH_C=%q", spec)
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// rssMB is a process's resident memory (VmRSS of /proc/<pid>/status) in MB.
+func rssMB(b *testing.B, pid int) float64 {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(b, err)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			require.NoError(b, err, "VmRSS %q", rest)
+			return kb / 1024
+		}
+	}
+	b.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
 }
