@@ -239,7 +239,7 @@ func TestValidate(t *testing.T) {
 		{"no records", func(c *service.Config) { c.MaxRecords = 0 }, "COORDINATOR_MAX_RECORDS"},
 		{"retention 0 keeps everything", func(c *service.Config) { c.Retention = 0 }, ""},
 		{"retention below a minute", func(c *service.Config) { c.Retention = 30 * time.Second }, "COORDINATOR_RETENTION"},
-		{"retention below the marker age", func(c *service.Config) { c.Retention, c.MarkerAge = time.Hour, 2 * time.Hour }, "COORDINATOR_RETENTION"},
+		{"retention below the marker age", func(c *service.Config) { c.Retention, c.MarkerAge = time.Hour, 2*time.Hour }, "COORDINATOR_RETENTION"},
 		{"negative retention", func(c *service.Config) { c.Retention = -time.Hour }, "COORDINATOR_RETENTION"},
 	}
 	for _, tt := range tests {
