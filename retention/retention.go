@@ -94,6 +94,7 @@ type Service struct {
 	sampleMu         sync.Mutex
 	sample           txlog.Size
 	sampled          bool
+	sampledAt        time.Time
 }
 
 // New returns the service; Start runs it.
@@ -145,11 +146,7 @@ func (s *Service) RunOnce(ctx context.Context) (Stats, error) {
 	if s.cfg.Retention > 0 {
 		err = s.removeExpired(ctx, &st)
 	}
-	if size, serr := s.log.Size(ctx); serr == nil {
-		s.sampleMu.Lock()
-		s.sample, s.sampled = size, true
-		s.sampleMu.Unlock()
-	} else {
+	if serr := s.sampleSize(ctx); serr != nil {
 		err = errors.Join(err, serr)
 	}
 	if err != nil {
@@ -162,9 +159,28 @@ func (s *Service) RunOnce(ctx context.Context) (Stats, error) {
 	return st, err
 }
 
+// sampleSize takes a sample of the log's size for the metrics.
+func (s *Service) sampleSize(ctx context.Context) error {
+	size, err := s.log.Size(ctx)
+	if err != nil {
+		return err
+	}
+	s.sampleMu.Lock()
+	s.sample, s.sampled, s.sampledAt = size, true, time.Now()
+	s.sampleMu.Unlock()
+	return nil
+}
+
 func (s *Service) removeExpired(ctx context.Context, st *Stats) error {
 	var after txlog.RetentionCursor
 	for first := true; ; first = false {
+		s.sampleMu.Lock()
+		stale := time.Since(s.sampledAt) >= s.cfg.Interval
+		s.sampleMu.Unlock()
+		if stale {
+			// A long pass (a backlog) keeps the metrics current: a sample every Interval.
+			_ = s.sampleSize(ctx) // the pass's own sample, at its end, reports a failure
+		}
 		if !first {
 			select {
 			case <-ctx.Done():

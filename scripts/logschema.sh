@@ -20,8 +20,9 @@ eval "$(bash scripts/services.sh env)"
 command -v pgbench >/dev/null || { echo "logschema: pgbench not found (Debian: postgresql-client)" >&2; exit 1; }
 base=${DATABASE_URL%/*}
 work=$(mktemp -d)
-dbs=()
-trap 'for d in "${dbs[@]}"; do psql -q "$base/postgres?sslmode=disable" -c "DROP DATABASE IF EXISTS $d" >/dev/null 2>&1 || true; done; rm -rf "$work"' EXIT
+# fresh runs in a subshell ($(...)): the names of its databases go to a file, for the trap.
+trap 'while read -r d; do psql -q "$base/postgres?sslmode=disable" -c "DROP DATABASE IF EXISTS $d" >/dev/null 2>&1 || true; done < "$work/dbs"; rm -rf "$work"' EXIT
+: > "$work/dbs"
 
 declare -A variant=(
   [current]=""
@@ -41,7 +42,7 @@ order=(current ff80 ff80-partial ff80-nostate)
 fresh() { # name → a migrated scratch database; prints its DSN
   local db=logschema_$1_$$ dsn
   db=${db//-/_}
-  dbs+=("$db")
+  echo "$db" >> "$work/dbs"
   psql -q "$base/postgres?sslmode=disable" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null
   dsn="$base/$db?sslmode=disable"
   for f in migrations/*.up.sql; do psql -q -v ON_ERROR_STOP=1 "$dsn" -f "$f" >/dev/null; done

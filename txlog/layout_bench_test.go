@@ -21,12 +21,13 @@ import (
 )
 
 // layouts are the table layouts BenchmarkLogLayout weighs (docs/decisions.md, "Retention"):
-// the migrated one, fillfactor 80 alone, fillfactor 80 with the (state, created_at, gid) index
+// the migrated one, with a (created_at, gid) index for the newest-first listing, fillfactor 80 alone, fillfactor 80 with the (state, created_at, gid) index
 // made partial on the states that are not committed or aborted, and fillfactor 80 without any
 // index that names the state (what HOT updates would need: PostgreSQL makes an update HOT only
 // when no indexed column changes, and a partial index's predicate counts as indexed).
 var layouts = []struct{ name, ddl string }{
 	{"current", ""},
+	{"current-created", `CREATE INDEX coordinator_transactions_created ON coordinator_transactions (created_at, gid)`},
 	{"ff80", `ALTER TABLE coordinator_transactions SET (fillfactor = 80)`},
 	{"ff80-partial", `ALTER TABLE coordinator_transactions SET (fillfactor = 80);
 DROP INDEX coordinator_transactions_state_created;
@@ -54,11 +55,23 @@ func BenchmarkLogLayout(b *testing.B) {
 		rounds, err = strconv.Atoi(s)
 		require.NoError(b, err, "LAYOUT_ROUNDS")
 	}
+	chosen := layouts
+	if s := os.Getenv("LAYOUTS"); s != "" { // a space-separated choice, e.g. "current current-created"
+		chosen = nil
+		for _, name := range strings.Fields(s) {
+			for _, l := range layouts {
+				if l.name == name {
+					chosen = append(chosen, l)
+				}
+			}
+		}
+		require.NotEmpty(b, chosen, "LAYOUTS")
+	}
 	for r := range rounds {
-		for i := range layouts {
-			layout := layouts[i]
+		for i := range chosen {
+			layout := chosen[i]
 			if r%2 == 1 {
-				layout = layouts[len(layouts)-1-i]
+				layout = chosen[len(chosen)-1-i]
 			}
 			b.Run(fmt.Sprintf("%s/round=%d", layout.name, r+1), func(b *testing.B) { benchLayout(b, layout.ddl) })
 		}

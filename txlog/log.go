@@ -301,14 +301,29 @@ func (l *Log) ListOlder(ctx context.Context, state coord.State, olderThan time.D
 		}
 		afterAt, afterGID = &at, gid
 	}
+	// Only the filters in use are in the statement: each combination is a statement of its own,
+	// whose cached plan serves it (with "$1 = '' OR state = $1" one generic plan served all,
+	// and it could walk the whole (created_at, gid) index backwards for a rare state).
+	args := []any{limit + 1}
+	where := "TRUE"
+	if state != "" {
+		args = append(args, string(state))
+		where += fmt.Sprintf(" AND state = $%d", len(args))
+	}
+	if afterAt != nil {
+		args = append(args, *afterAt, afterGID)
+		where += fmt.Sprintf(" AND (created_at, gid) < ($%d, $%d)", len(args)-1, len(args))
+	}
+	if olderThan > 0 {
+		// In microseconds, PostgreSQL's resolution: a Go duration's text, such as "3µs", is
+		// not an interval PostgreSQL reads.
+		args = append(args, olderThan.Microseconds())
+		where += fmt.Sprintf(" AND updated_at <= now() - $%d::bigint * interval '1 microsecond'", len(args))
+	}
 	rows, err := l.pool.Query(ctx, `SELECT `+columns+` FROM coordinator_transactions
-WHERE ($1 = '' OR state = $1)
-  AND ($2::timestamptz IS NULL OR (created_at, gid) < ($2, $3))
-  AND ($5::bigint = 0 OR updated_at <= now() - $5::bigint * interval '1 microsecond')
+WHERE `+where+`
 ORDER BY created_at DESC, gid DESC
-LIMIT $4`, string(state), afterAt, afterGID, limit+1, olderThan.Microseconds())
-	// (In microseconds, PostgreSQL's resolution: a Go duration's text, such as "3µs", is not an
-	// interval PostgreSQL reads.)
+LIMIT $1`, args...)
 	if err != nil {
 		return Page{}, fmt.Errorf("txlog: list: %w", err)
 	}
