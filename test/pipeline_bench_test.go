@@ -52,7 +52,7 @@ func BenchmarkPipeline(b *testing.B) {
 			starts := map[string]time.Time{}
 			key := func(r *kgo.Record) string { return fmt.Sprintf("%d/%d", r.Partition, r.Offset) }
 			pl := client.Pipeline{Brokers: e.brokers, Group: p.group, Topics: []string{p.in}, MaxPollRecords: 100,
-				Options: p.memberOpts(i),
+				Options: p.memberOpts(i, false), OnRevoked: p.track(i, -1),
 				Transform: func(ctx context.Context, batch []*kgo.Record) ([]client.Statement, []client.Record, error) {
 					mu.Lock()
 					starts[key(batch[0])] = time.Now()
@@ -140,18 +140,25 @@ func newBenchPipeline(b *testing.B, e *env) *benchPipeline {
 	return p
 }
 
-// memberOpts are the consumer options of member i: its assignment is tracked.
-func (p *benchPipeline) memberOpts(i int) []kgo.Opt {
-	track := func(delta int) func(context.Context, *kgo.Client, map[string][]int32) {
-		return func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			for _, ps := range m {
-				p.assigned[i] += delta * len(ps)
-			}
+// track counts member i's partitions up (delta 1, assigned) or down (-1, revoked or lost).
+func (p *benchPipeline) track(i, delta int) func(context.Context, *kgo.Client, map[string][]int32) {
+	return func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, ps := range m {
+			p.assigned[i] += delta * len(ps)
 		}
 	}
-	return []kgo.Opt{kgo.OnPartitionsAssigned(track(1)), kgo.OnPartitionsRevoked(track(-1)), kgo.OnPartitionsLost(track(-1))}
+}
+
+// memberOpts are the consumer options of member i: its assignment is tracked (revocations too,
+// unless the pipeline helper owns that callback: then client.Pipeline.OnRevoked).
+func (p *benchPipeline) memberOpts(i int, revoked bool) []kgo.Opt {
+	opts := []kgo.Opt{kgo.OnPartitionsAssigned(p.track(i, 1)), kgo.OnPartitionsLost(p.track(i, -1))}
+	if revoked {
+		opts = append(opts, kgo.OnPartitionsRevoked(p.track(i, -1)))
+	}
+	return opts
 }
 
 // waitAssigned waits until every member holds partitions and all of them are held.
@@ -195,7 +202,7 @@ func (p *benchPipeline) produce(b *testing.B, n int) {
 func (p *benchPipeline) byHand(ctx context.Context, pool *pgxpool.Pool, i int, lat func(time.Duration)) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.e.brokers...), kgo.ConsumerGroup(p.group),
 		kgo.ConsumeTopics(p.in), kgo.DisableAutoCommit(), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0)}, p.memberOpts(i)...)...)
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0)}, p.memberOpts(i, true)...)...)
 	if err != nil {
 		return err
 	}
