@@ -471,6 +471,9 @@ func (c *Coordinator) kafkaPhase1(ctx context.Context, w *work) (err error) {
 		return err
 	}
 	c.fault(FaultAfterKafkaFlush)
+	if ks.Records == nil {
+		ks.Records = []RecordOffset{} // offsets only: no record, an empty list (never null)
+	}
 	ks.PreparedState = ks.KafkaIDs.PreparedState()
 	w.t.Kafka = &ks
 	kafkaAttrs(st.span, ks.KafkaIDs)

@@ -133,6 +133,7 @@ func TestOffsetsCommitWithTransaction(t *testing.T) {
 	t.Run("offsets alone", func(t *testing.T) {
 		r := e.post(map[string]any{"id": "alone", "kafka_offsets": unfenced(group, input, map[int32]int64{1: 3})})
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+		assert.Equal(t, []any{}, r.get("kafka", "records"), "no record: an empty list")
 		assert.Equal(t, int64(3), e.waitOffsets(group, input, map[int32]int64{1: 3})[1])
 	})
 
