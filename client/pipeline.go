@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -39,6 +41,9 @@ type Pipeline struct {
 	Logger *slog.Logger
 	// OnCommit, when set, is called after each committed batch (metrics, tests).
 	OnCommit func(batch []*kgo.Record, t *Transaction)
+	// OnRevoked, when set, is called when partitions are revoked, after the helper's own wait
+	// (RunPipeline). The helper sets kgo.OnPartitionsRevoked itself: do not set it in Options.
+	OnRevoked func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32)
 }
 
 // RunPipeline runs p until ctx ends (then it returns nil, after leaving the group) or a batch
@@ -67,6 +72,7 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 	if max <= 0 {
 		max = 500
 	}
+	committed := &lastCommitted{next: map[string]map[int32]int64{}}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(p.Brokers...),
 		kgo.ConsumerGroup(p.Group),
@@ -75,6 +81,12 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.BlockRebalanceOnPoll(),
 	}, p.Options...)
+	opts = append(opts, kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+		committed.settle(ctx, cl, p.Group, revoked, log)
+		if p.OnRevoked != nil {
+			p.OnRevoked(ctx, cl, revoked)
+		}
+	}))
 	if p.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(p.InstanceID))
 	}
@@ -105,6 +117,7 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 		switch {
 		case err == nil:
 			attempt = 0
+			committed.record(t.KafkaOffsets)
 			if p.OnCommit != nil {
 				p.OnCommit(batch, t)
 			}
@@ -240,6 +253,89 @@ func rewind(cl *kgo.Client, batch []*kgo.Record) {
 	}
 	cl.SetOffsets(first)
 }
+
+// lastCommitted is what this member committed last, per partition.
+type lastCommitted struct {
+	mu   sync.Mutex
+	next map[string]map[int32]int64
+}
+
+func (l *lastCommitted) record(oc *OffsetCommit) {
+	if oc == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, o := range oc.Offsets {
+		ps := l.next[o.Topic]
+		if ps == nil {
+			ps = map[int32]int64{}
+			l.next[o.Topic] = ps
+		}
+		ps[o.Partition] = o.Offset
+	}
+}
+
+// settle holds a revocation until the group's stable offsets of the revoked partitions show
+// what this member committed last (at most settleTimeout). A commit is answered once Kafka has
+// decided it, and the group applies the offsets when the transaction's marker reaches it a
+// moment later; a new owner that fetched the offsets in between could be given the ones before
+// (observed on Kafka 4.4: a stable fetch right after the answer returned the previous offset
+// about once in 40) and would process the last batch again. The member rejoins only after this
+// callback, so the new owner fetches after the wait.
+func (l *lastCommitted) settle(ctx context.Context, cl *kgo.Client, group string, revoked map[string][]int32, log *slog.Logger) {
+	want := map[string]map[int32]int64{}
+	l.mu.Lock()
+	for topic, ps := range revoked {
+		for _, p := range ps {
+			if o, ok := l.next[topic][p]; ok {
+				if want[topic] == nil {
+					want[topic] = map[int32]int64{}
+				}
+				want[topic][p] = o
+			}
+			delete(l.next[topic], p)
+		}
+	}
+	l.mu.Unlock()
+	if len(want) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	for {
+		resps, err := adm.FetchOffsets(ctx, group)
+		if err == nil {
+			err = resps.Error()
+		}
+		if err == nil && settled(resps, want) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			log.Warn("pipeline: the group's offsets did not show this member's last commit before the revocation",
+				"group", group, "error", err)
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func settled(resps kadm.OffsetResponses, want map[string]map[int32]int64) bool {
+	for topic, ps := range want {
+		for p, o := range ps {
+			r, ok := resps.Lookup(topic, p)
+			if !ok || r.At < o {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// settleTimeout bounds the wait of a revocation for the member's last commit to show.
+const settleTimeout = 10 * time.Second
 
 // maxBatchAttempts bounds how often one batch is sent again under a new id after aborts that
 // were not its own fault (againAfterAbort).

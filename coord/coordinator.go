@@ -458,23 +458,39 @@ func (c *Coordinator) kafkaPhase1(ctx context.Context, w *work) (err error) {
 	w.mu.Lock()
 	w.ktx = ktx
 	w.mu.Unlock()
-	if err := ktx.Begin(ctx, w.req.Kafka); err != nil {
+	oc := w.req.KafkaOffsets
+	recs := w.req.Kafka
+	if oc != nil {
+		recs = nil // produced once the offsets are in (below)
+	}
+	if err := ktx.Begin(ctx, recs); err != nil {
 		return err
 	}
-	if oc := w.req.KafkaOffsets; oc != nil {
+	if oc != nil {
 		// O1: the offsets ride in this transaction, and a refused commit fails phase 1, so
-		// nothing of the request can commit without them.
+		// nothing of the request can commit without them. They go first: a fenced member
+		// produces nothing, and under transactions v2 the records' implicit partition adds do
+		// not race the offsets' own (a race the broker answers CONCURRENT_TRANSACTIONS, which
+		// held the flush for seconds).
 		if err := ktx.CommitOffsets(ctx, oc); err != nil {
 			return err
 		}
 		// Logged with prepared (I2), with the ids of the transaction that commits them.
 		w.t.KafkaOffsets = oc
+		if len(w.req.Kafka) > 0 {
+			if err := ktx.Add(ctx, w.req.Kafka); err != nil {
+				return err
+			}
+		}
 	}
 	ks, err := ktx.Prepare(ctx)
 	if err != nil {
 		return err
 	}
 	c.fault(FaultAfterKafkaFlush)
+	if ks.Records == nil {
+		ks.Records = []RecordOffset{} // offsets only: no record, an empty list (never null)
+	}
 	ks.PreparedState = ks.KafkaIDs.PreparedState()
 	w.t.Kafka = &ks
 	kafkaAttrs(st.span, ks.KafkaIDs)

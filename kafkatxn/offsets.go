@@ -79,6 +79,8 @@ func (t *Txn) CommitOffsets(ctx context.Context, oc *coord.OffsetCommit) error {
 		if !groupRetriable(err) {
 			return groupError(oc, err)
 		}
+		t.pool.cfg.Logger.Debug("offset commit answered retriable; sending it again", "group_id", oc.GroupID,
+			"transactional_id", t.p.id, "error", err)
 		select {
 		case <-ctx.Done():
 			return groupError(oc, fmt.Errorf("%w (last answer: %w)", context.Cause(ctx), err))

@@ -1,5 +1,5 @@
 /*
- * batch.pml: the commit protocol with shared Kafka transactions (issue 10, docs/batching.md),
+ * batch.pml: the commit protocol with shared Kafka transactions (docs/batching.md),
  * as a Promela model checked with SPIN (model/check-batch.sh).
  *
  * It is kpgtx.pml's model of one instance (A) with its recovery loop, restricted to two-phase

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the batching variant of the protocol (model/batch.pml: several requests in one Kafka
-# transaction, issue 10, docs/batching.md) and its extension to shared SQL transactions
+# transaction, docs/batching.md) and its extension to shared SQL transactions
 # (model/sharedsql.pml: the members also share one PostgreSQL prepared transaction) with SPIN:
 # every check of the design must find no violation, and every mutant must make SPIN find one.
 # Exits non-zero otherwise.

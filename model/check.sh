@@ -17,7 +17,7 @@ model=kpgtx.pml
 # shellcheck source=model/spinrun.sh
 source "$here/spinrun.sh"
 
-# The protocol as fixed (issue 8: claim before act, fencing, one-phase evidence): no violation.
+# The protocol as fixed (claim before act, fencing, one-phase evidence: I9–I11): no violation.
 #   two-phase requests racing each other and recovery on one id (reuse), three faults
 run requests-recovery safety pass -DN2PC=2 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=3
 #   two ids: two transactions at once
@@ -30,6 +30,10 @@ if [[ "${MODEL_FULL:-0}" == 1 ]]; then
   run takeover-reuse-2faults safety pass -DN2PC=2 -DHAS1PC=0 -DHASB=1 -DNK=1 -DMAXF=2
   run full safety pass -DN2PC=2 -DHAS1PC=1 -DHASB=0 -DNK=1 -DMAXF=2
 fi
+#   a consumer group's offsets in g0's transaction (O1, O2): a rebalance at any step, id reuse
+run offsets safety pass -DN2PC=2 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=2 -DHASOFF=1
+#   the same with a takeover of A by B
+run offsets-takeover safety pass -DN2PC=1 -DHAS1PC=0 -DHASB=1 -DNK=1 -DMAXF=2 -DHASOFF=1
 #   progress: once faults stop, every in-doubt transaction is resolved (weak fairness)
 run progress liveness pass -DN2PC=1 -DHAS1PC=1 -DHASB=1 -DNK=1 -DMAXF=1
 
@@ -42,6 +46,8 @@ run M_PREPARED_AFTER_ENDTXN bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -D
 run M_1PC_NO_FENCING_MARKER bfs violation -DN2PC=1 -DHAS1PC=1 -DHASB=0 -DNK=1 -DMAXF=1 -DM_1PC_NO_FENCING_MARKER
 run M_REINIT_UNLOCKED bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=1 -DNK=1 -DMAXF=1 -DM_REINIT_UNLOCKED
 run M_ABORT_ON_LOST_PREPARED bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=1 -DNK=1 -DMAXF=2 -DM_ABORT_ON_LOST_PREPARED
+run M_IGNORE_GENERATION bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=1 -DHASOFF=1 -DM_IGNORE_GENERATION
+run M_REFUSED_RIDES bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=1 -DHASOFF=1 -DM_REFUSED_RIDES
 run M_DUE_MISSES_ABORTING liveness violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=2 -DM_DUE_MISSES_ABORTING
 
 finish "all checks passed, every mutant caught"

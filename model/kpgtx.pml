@@ -11,7 +11,7 @@
  *   MAXF     faults per run: crashes, lost locks, lost answers, failed calls, expired budgets
  *
  * Mutants (each must make SPIN report a violation):
- *   M_ROLLBACK_BEFORE_CLAIM  presumed abort rolls back before it claims the row (before issue 8)
+ *   M_ROLLBACK_BEFORE_CLAIM  presumed abort rolls back before it claims the row (before I9)
  *   M_NO_FENCE               no owner epoch: a deposed instance keeps serving and writing
  *   M_1PC_LOST_ABORTED       a one-phase COMMIT whose answer is lost is answered aborted
  *   M_RELEASE_BEFORE_FINAL   the id goes back to the pool before the final state is durable
@@ -41,6 +41,9 @@
 #ifndef MAXF
 #define MAXF 2
 #endif
+#ifndef HASOFF
+#define HASOFF 0        /* g0 also commits a consumer group's offsets (kafka_offsets, O1-O2) */
+#endif
 #ifndef MAXTK
 #define MAXTK 1         /* takeovers of A by B per run */
 #endif
@@ -65,7 +68,7 @@
 byte row[NG];             /* state */
 byte rowk[NG] = NONE;     /* logged transactional id (prepared) */
 byte rowe[NG];            /* logged producer epoch (prepared) */
-byte epochA;              /* owner epoch of instance A (fencing token, issue 8) */
+byte epochA;              /* owner epoch of instance A (fencing token, I10) */
 
 /* ---- PostgreSQL participant (sqltxn): ground truth per global transaction ---- */
 #define S_NONE   0        /* nothing prepared or committed */
@@ -98,6 +101,15 @@ bit  reused[NG];          /* ghost: the id of g's Kafka transaction was reused o
 #define R_ABORTED 1       /* INVALID_TXN_STATE to a commit: Kafka aborted it */
 #define R_FENCED  2       /* PRODUCER_FENCED */
 #define R_UNCLEAR 3       /* no answer */
+
+/* ---- a consumer group (kafka_offsets: the third kind of Kafka participation, after records
+ * and EndTxn): g0 carries the offsets of a member of generation 0 (docs/design.md O1-O2) ---- */
+byte ggen;                /* the group's generation: a rebalance moves it on (Group) */
+bit  gpend[NG];           /* TxnOffsetCommit accepted: g's offsets are in its Kafka transaction */
+bit  gzombie[NG];         /* ghost: accepted from a member the group had moved on */
+#define OFFS(g) (HASOFF && (g) == 0)
+/* the group's committed offsets are g's exactly when its Kafka transaction committed them */
+#define OC(g) (gpend[g] && KC(g))
 
 /* ---- instance A (serves the requests) ---- */
 #define P_UNINIT 0
@@ -138,7 +150,14 @@ inline check(g) {
 	assert(row[g] != L_COMMITTED || (SC(g) && (g == G1P || KC(g))));
 	assert(row[g] != L_ABORTED || (!SC(g) && !KC(g)));
 	/* I1: no id reused while the transaction it served is undecided in the log */
-	assert(!(reused[g] && INDOUBT(row[g])))
+	assert(!(reused[g] && INDOUBT(row[g])));
+	/* O1: a request with offsets commits only with them (its input consumed exactly when its
+	 * output commits); they commit only with its Kafka transaction, which atomicity above ties
+	 * to its SQL */
+	assert(!(OFFS(g) && KC(g) && !gpend[g]));
+	assert(ans[g] != A_ABORT || !OC(g));
+	/* O2: the offsets of a member the group had moved on never commit */
+	assert(!(gzombie[g] && OC(g)))
 }
 
 inline mark_reuse(k) {
@@ -216,7 +235,7 @@ inline release(k, keep) {
 #else
 #define FENCE_OK (epochA == myep)
 #endif
-/* txlog.update: compare-and-set on the state, and (issue 8) on the owner epoch */
+/* txlog.update: compare-and-set on the state, and (I10) on the owner epoch */
 #define CAS(g, s) (row[g] == (s) && FENCE_OK)
 
 /* TransactionalIDInDoubt: a prepared or committing row names the id */
@@ -242,6 +261,29 @@ inline kafkaPhase1() {
 		:: else
 		fi;
 		k_begin(k, g); ke = kep[k] }
+#if HASOFF
+	/* Txn.CommitOffsets: TxnOffsetCommit with the transaction's ids and the member's
+	 * generation (0); the group refuses a member a rebalance moved on (409 naming the group) */
+	if
+	:: OFFS(g) ->
+		if
+		:: atomic { LIVE && kcur[k] == g && kep[k] == ke && ggen == 0 -> gpend[g] = 1 }
+#ifdef M_IGNORE_GENERATION
+		/* mutant: the commit is sent unfenced (generation -1): the group accepts it */
+		:: atomic { LIVE && kcur[k] == g && kep[k] == ke && ggen != 0 -> gpend[g] = 1; gzombie[g] = 1 }
+#else
+		:: atomic { LIVE && ggen != 0 }; goto abort           /* fenced */
+#endif
+#ifdef M_REFUSED_RIDES
+		/* mutant: the refusal is dropped and the request goes on without its offsets */
+		:: atomic { LIVE && ggen != 0 }
+#endif
+		:: atomic { LIVE && !(kcur[k] == g && kep[k] == ke) -> broken[k] = 1 }; goto abort
+		:: atomic { LIVE && FAULT }; goto abort               /* no answer, or the budget */
+		fi
+	:: else
+	fi;
+#endif
 	/* Txn.Prepare: flush, check every record, read the producer id and epoch */
 	if
 	:: atomic { LIVE && kcur[k] == g && kep[k] == ke }
@@ -442,7 +484,7 @@ lost:
 #ifdef M_1PC_LOST_ABORTED
 	goto abort;
 #else
-	/* issue 8 (3): no evidence either way: in doubt (202) until the marker decides */
+	/* I11: no evidence either way: in doubt (202) until the marker decides */
 	atomic { LIVE -> ans[g] = A_DOUBT; inflight[g] = 0 }
 	goto done;
 #endif
@@ -472,7 +514,7 @@ inline resolve(g, own) {
 	if
 	:: s == L_ACTIVE || s == L_ABORTING ->
 #ifdef M_ROLLBACK_BEFORE_CLAIM
-		/* presumedAbort first, then the CAS active → aborted (the code before issue 8) */
+		/* presumedAbort first, then the CAS active → aborted (the code before I9) */
 		atomic { finish_prepared(g, 0, h) }
 		atomic { if :: row[g] == s -> row[g] = (h -> L_COMMITTED : L_ABORTED); check(g); s = RESOLVED_OK
 		         :: else -> s = L_NONE fi }
@@ -685,6 +727,13 @@ end_loop:
 	od
 }
 
+#if HASOFF
+/* The group rebalances once: the member of generation 0 is moved on (KIP-447's zombie). */
+proctype Group() {
+	atomic { ggen == 0 -> ggen = 1 }
+}
+#endif
+
 /* Faults: A killed (-9), A's lock session lost (PostgreSQL restart, terminated, network),
  * B's lock session lost in the middle of a takeover. */
 proctype Faults() {
@@ -719,6 +768,9 @@ init {
 #endif
 #if HASB
 		run RecoveryB();
+#endif
+#if HASOFF
+		run Group();
 #endif
 		run Broker();
 		run Faults()

@@ -11,6 +11,12 @@
 #                        the by-hand dual write (not atomic), at c=1, 16, 64, 256: throughput, p50, p99,
 #                        ratios to the dual write, CPU per committed transaction of the
 #                        coordinator, PostgreSQL and the Kafka broker (from /proc)
+#   BenchmarkPipeline    a consume-transform-write pipeline end to end, by 1 and 3 members of
+#                        one consumer group (rows "1m", "3m"): each input record one insert and
+#                        one output record, batches as polled; through the coordinator with the
+#                        batch's offsets in the transaction (pipeline) vs by hand without
+#                        atomicity (pipeline-by-hand: SQL commit, produce, commitSync); txn/s is
+#                        records/s, p50/p99 a batch's latency, the ratios against the by-hand row
 #   BenchmarkRecovery    one recovery pass over 10,000 in-doubt transactions, serial (parallelism 1)
 #                        vs parallel (16): pass time, txn/s, untimed setup (setup-s); needs
 #                        max_prepared_transactions >= 10,000 (services.sh sets 12000); several
@@ -66,14 +72,15 @@ for round in $(seq "$rounds"); do
   # in a round moved its figures by 10 to 20 % on this machine.
   if [ $((round % 2)) -eq 0 ]; then order=reverse; else order=forward; fi
   env -u TEST_KAFKA BENCH_ORDER="$order" BENCH_PPROF_SECONDS="${PPROF_SECONDS:-}" BENCH_PPROF_C="${PPROF_C:-}" BENCH_PPROF_FILE="$profile_now" \
-    go test ./test -run '^$' -bench 'BenchmarkThroughput' -benchtime "${BENCHTIME:-3s}" -timeout 30m "$@" | tee -a "$out"
+    go test ./test -run '^$' -bench 'BenchmarkThroughput|BenchmarkPipeline' -benchtime "${BENCHTIME:-3s}" -timeout 30m "$@" | tee -a "$out"
 done
 
-# One table: a row per variant and concurrency, ratios against the dual write of the same c.
+# One table: a row per variant and concurrency, ratios against the dual write of the same c (the
+# pipeline rows: against pipeline-by-hand with as many members).
 # With -count N or BENCH_ROUNDS=N every figure is the median of the N rounds (the ratios are of
 # the medians), so that one slow round does not make the table.
 awk '
-/^BenchmarkThroughput\// {
+/^Benchmark(Throughput|Pipeline)\// {
   split($1, parts, "/"); variant = parts[2]; c = parts[3]; sub(/-[0-9]+$/, "", c); sub(/^c=/, "", c)
   for (i = 3; i < NF; i += 2) { k = variant SUBSEP c SUBSEP $(i+1); n = ++cnt[k]; all[k, n] = $i }
   rounds[variant, c]++
@@ -95,7 +102,8 @@ END {
   for (j = 1; j <= nc; j++) for (k = 1; k <= nv; k++) {
     c = cs[j]; n = vs[k]
     if (!((n, c, "txn/s") in v)) continue
-    d = v["dual-write", c, "txn/s"]; dp = v["dual-write", c, "p50-ms"]
+    ref = (n ~ /^pipeline/ ? "pipeline-by-hand" : "dual-write")
+    d = v[ref, c, "txn/s"]; dp = v[ref, c, "p50-ms"]
     printf "%-17s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %14.3f %12.3f %14.3f %9s %9s %9s %9s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
       (d > 0 ? v[n, c, "txn/s"] / d : 0), (dp > 0 ? v[n, c, "p50-ms"] / dp : 0),
       v[n, c, "cpu-coord-ms/txn"], v[n, c, "cpu-pg-ms/txn"], v[n, c, "cpu-kafka-ms/txn"],

@@ -59,6 +59,6 @@ func TestOffsetsInDoubtAndConsole(t *testing.T) {
 	r := call(t, http.MethodPost, base+"/v1/transactions/prep/retry", "")
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
 	assert.Equal(t, "committed", r.str("state"))
-	assert.Equal(t, int64(17), e.groupOffsets("g-prep", input)[1], "recovery committed the offsets by the stored ids")
+	assert.Equal(t, int64(17), e.waitOffsets("g-prep", input, map[int32]int64{1: 17})[1], "recovery committed the offsets by the stored ids")
 	assert.Equal(t, 1, countRows(t, e.db, "prep"))
 }

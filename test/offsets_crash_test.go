@@ -76,8 +76,13 @@ func TestOffsetsFaultPoints(t *testing.T) {
 				}
 				id := fmt.Sprintf("o%02d", i)
 				r := call(t, "GET", n2.base+"/v1/transactions/"+id, "")
-				got, has := e.groupOffsets("g-"+id, input)[0]
-				if r.str("state") == "committed" {
+				committed := r.str("state") == "committed"
+				want := map[int32]int64{}
+				if committed {
+					want[0] = int64(i + 1)
+				}
+				got, has := e.waitOffsets("g-"+id, input, want)[0]
+				if committed {
 					assert.True(t, has && got == int64(i+1), "%s committed: its group's offset is %d (has %v), want %d", id, got, has, i+1)
 					assert.Equal(t, "g-"+id, r.str("kafka_offsets", "group_id"), "%s: GET shows the logged offsets", id)
 				} else {

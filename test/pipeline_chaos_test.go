@@ -51,7 +51,7 @@ func TestOffsetsChaos(t *testing.T) {
 	}
 	startMember := func() *proc {
 		return startBinary(t, bin, coordinatorEnv(), "-coordinator", base, "-brokers", strings.Join(e.brokers, ","),
-			"-group", p.group, "-in", p.in, "-out", p.out, "-table", p.table, "-max-poll", "100", "-session-timeout", "6s")
+			"-group", p.group, "-in", p.in, "-out", p.out, "-table", p.table, "-max-poll", "50", "-session-timeout", "6s")
 	}
 	kill := func(pr *proc) {
 		_ = pr.cmd.Process.Signal(syscall.SIGKILL)
@@ -60,22 +60,22 @@ func TestOffsetsChaos(t *testing.T) {
 	coord := startCoord()
 	members := []*proc{startMember(), startMember(), startMember()}
 
-	// The chaos: a member killed and restarted every 1.5 s, the coordinator every fourth round,
-	// until the input is consumed (after 12 rounds the members run in peace).
+	// The chaos: a member killed and restarted every 0.7 s, the coordinator every third round,
+	// until the input is consumed (after 15 rounds the members run in peace).
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	rounds, memberKills, coordKills := 0, 0, 0
 	for !p.done(ctx) {
 		require.NoError(t, ctx.Err(), "the pipeline did not consume its input; %d rows so far", len(p.rows()))
-		time.Sleep(1500 * time.Millisecond)
-		if rounds >= 12 {
+		time.Sleep(700 * time.Millisecond)
+		if rounds >= 15 {
 			continue
 		}
 		rounds++
 		i := rand.IntN(len(members))
 		kill(members[i])
 		memberKills++
-		if rounds%4 == 0 {
+		if rounds%3 == 0 {
 			kill(coord)
 			coordKills++
 			coord = startCoord()
@@ -95,5 +95,6 @@ func TestOffsetsChaos(t *testing.T) {
 	}
 	e.waitResolved(t, 60*time.Second)
 	t.Logf("%d orders, %d member kills, %d coordinator kills", p.n, memberKills, coordKills)
+	require.GreaterOrEqual(t, coordKills, 1, "the input was consumed before the coordinator was killed: slow the members down")
 	p.checkExactlyOnce(t)
 }

@@ -99,7 +99,7 @@ func (p *pipelineEnv) done(ctx context.Context) bool {
 	ok := true
 	ends.Each(func(o kadm.ListedOffset) {
 		c, has := committed.Lookup(p.in, o.Partition)
-		ok = ok && has && c.At == o.Offset
+		ok = ok && (has && c.At == o.Offset || !has && o.Offset == 0)
 	})
 	return ok
 }
