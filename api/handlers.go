@@ -158,6 +158,8 @@ type transactionRequest struct {
 	TimeoutMS *int64            `json:"timeout_ms"`
 	// KafkaOffsets: a consumer group's offsets, committed with the rest (coord.OffsetCommit).
 	KafkaOffsets *coord.OffsetCommit `json:"kafka_offsets"`
+	// Answer: "committed" (the default) or "decided" (coord.AnswerDecided, D1).
+	Answer *string `json:"answer"`
 }
 
 func (s *Server) createTransaction(w http.ResponseWriter, r *http.Request) error {
@@ -187,6 +189,14 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) (coord.Request, 
 		return coord.Request{}, err
 	}
 	req := coord.Request{ID: in.ID, SQL: in.SQL, Kafka: in.Kafka, KafkaOffsets: in.KafkaOffsets}
+	if in.Answer != nil {
+		mode, ok := coord.ParseAnswerMode(*in.Answer)
+		if !ok {
+			return coord.Request{}, &coord.InvalidError{Field: "answer", Reason: fmt.Sprintf(
+				"must be \"committed\" (answered once every participant committed) or \"decided\" (answered once the decision is durable), not %q", *in.Answer)}
+		}
+		req.Answer = mode
+	}
 	if in.TimeoutMS != nil {
 		if *in.TimeoutMS < MinTimeoutMS {
 			return coord.Request{}, &coord.InvalidError{Field: "timeout_ms", Reason: fmt.Sprintf(

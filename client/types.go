@@ -41,7 +41,18 @@ type TransactionRequest struct {
 
 	// KafkaOffsets are a consumer group's offsets committed with the rest (offsets.go).
 	KafkaOffsets *OffsetCommit `json:"kafka_offsets,omitempty"`
+
+	// Answer is when a commit is answered: AnswerCommitted (empty: the server's default) or
+	// AnswerDecided, which answers as soon as the decision to commit is durable, with the
+	// state StateCommitting: the records are committed, the rows may not be visible yet.
+	Answer string `json:"answer,omitempty"`
 }
+
+// The values of TransactionRequest.Answer.
+const (
+	AnswerCommitted = "committed"
+	AnswerDecided   = "decided"
+)
 
 // Statement is one SQL statement (TransactionRequest.sql[]): exactly one of Statement (SQL text
 // with $1, $2, … placeholders) and Name (a statement of the server's allowlist).

@@ -90,8 +90,10 @@ type batchOutcome struct {
 	cause     error
 	decideErr error
 	// answer: the batch's phase 2 committed this member, which is answered with it; the leader
-	// writes its final row (finals.go).
-	answer *Transaction
+	// writes its final row (finals.go). Or, decided: the member is answered at the batch's
+	// decision (D1, decided.go) and the leader runs its phase 2 and final write.
+	answer  *Transaction
+	decided bool
 }
 
 func newBatcher(cfg BatchConfig) *batcher {
@@ -183,6 +185,10 @@ func (c *Coordinator) afterBatch(ctx context.Context, w *work, o batchOutcome) (
 	case o.fail != nil:
 		return c.abort(w, o.fail)
 	}
+	if o.decided {
+		// Answered at the batch's decision (D1); its leader runs its phase 2 and final write.
+		return o.answer, nil
+	}
 	if o.answer != nil {
 		// Committed on both sides by the batch's phase 2; its leader writes the final row.
 		return Answer(o.answer, nil)
@@ -210,7 +216,7 @@ func (c *Coordinator) afterBatch(ctx context.Context, w *work, o batchOutcome) (
 	case o.decideErr != nil:
 		return c.inDoubt(w, o.decideErr)
 	}
-	return c.phase2(fctx, w, o.commit, o.cause)
+	return c.afterDecision(fctx, w, o.commit, o.cause)
 }
 
 // lead waits for a slot (requests prepared meanwhile join bt), seals bt and runs it, then tells
@@ -392,6 +398,21 @@ func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []
 func (c *Coordinator) finishShared(members []*member) {
 	ctx, cancel := context.WithTimeout(members[0].w.traced(context.Background()), c.cfg.FinishTimeout)
 	defer cancel()
+	// D1: a member that asked for it is answered now, at the decision, and its phase 2 is
+	// this one, or its own (behindAnswer) when the shared one leaves it out.
+	early := map[*member]*pendingFinal{}
+	for _, m := range members {
+		if m.w.req.Answer == AnswerDecided {
+			var p *pendingFinal
+			m.out.answer, p = c.answerDecided(m.w)
+			m.out.decided = true
+			early[m] = p
+			close(m.done)
+		}
+	}
+	if len(early) > 0 {
+		c.fault(FaultDecidedBeforePhase2)
+	}
 	pctx, st := c.step(ctx, PhasePhase2, SpanPhase2)
 	ok := make([]bool, len(members))
 	gids := map[string][]string{}
@@ -431,9 +452,12 @@ func (c *Coordinator) finishShared(members []*member) {
 	var ts []*Transaction
 	var done []*member
 	for i, m := range members {
-		if ok[i] {
+		switch {
+		case ok[i]:
 			ts = append(ts, m.w.t)
 			done = append(done, m)
+		case early[m] != nil:
+			c.behindAnswer(m.w, early[m]) // left out: its own phase 2, repeated idempotently (I4)
 		}
 	}
 	if len(ts) == 0 {
@@ -449,6 +473,10 @@ func (c *Coordinator) finishShared(members []*member) {
 	lctx, st := c.finalStep(wctx)
 	pending := make([]*pendingFinal, len(done))
 	for j, m := range done {
+		if p := early[m]; p != nil {
+			pending[j] = p // answered at the decision
+			continue
+		}
 		m.out.answer = committedAnswer(m.w, at)
 		pending[j] = c.handOff(m.w)
 		close(m.done)

@@ -62,6 +62,12 @@ func runBatch(t *testing.T, faults func(*world) func(int, string) mode, failSQL 
 // runs after they joined, so the ones whose SQL fails join as well).
 func runBatchWith(t *testing.T, shareSQL bool, faults func(*world) func(int, string) mode, failSQL ...string) *batchRun {
 	t.Helper()
+	return runBatchAnswer(t, shareSQL, coord.AnswerCommitted, faults, failSQL...)
+}
+
+// runBatchAnswer is runBatchWith with every request asking to be answered as answer says.
+func runBatchAnswer(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults func(*world) func(int, string) mode, failSQL ...string) *batchRun {
+	t.Helper()
 	w := newWorld()
 	w.pauseAt = -1 // a resolver run inside a call runs to its end
 	for _, id := range failSQL {
@@ -82,7 +88,9 @@ func runBatchWith(t *testing.T, shareSQL bool, faults func(*world) func(int, str
 	for i := range members {
 		id := fmt.Sprintf("r%d", i)
 		wg.Go(func() {
-			_, err := c.Execute(context.Background(), batchRequest(id))
+			req := batchRequest(id)
+			req.Answer = answer
+			_, err := c.Execute(context.Background(), req)
 			mu.Lock()
 			r.answers[id] = err
 			mu.Unlock()
@@ -297,6 +305,23 @@ func TestBatchFaultAtEveryStep(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%d/mode %d", op, k, m), func(t *testing.T) {
 					t.Parallel()
 					runBatch(t, nth(op, k, m)).check(t)
+				})
+			}
+		}
+	}
+}
+
+// D1 in a batch: members answered at the batch's decision, a fault at each step after it (or
+// before): every 200 ends committed on both sides, whatever phase 2 met.
+func TestBatchDecidedFaultAtEveryStep(t *testing.T) {
+	t.Parallel()
+	for _, shareSQL := range []bool{false, true} {
+		for _, op := range []string{"kafka.commit", "kafka.endtxn", "sql.commit_prepared_many", "log.committed_batch",
+			"sql.commit_prepared", "log.committed", "log.committing", "log.prepared_batch"} {
+			for _, m := range []mode{failBefore, failAfter} {
+				t.Run(fmt.Sprintf("shared sql %t/%s/mode %d", shareSQL, op, m), func(t *testing.T) {
+					t.Parallel()
+					runBatchAnswer(t, shareSQL, coord.AnswerDecided, nth(op, 0, m)).check(t)
 				})
 			}
 		}

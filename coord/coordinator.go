@@ -192,11 +192,16 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 	c.running.Add(1)
 	defer c.running.Add(-1)
 	var ran bool
-	if c.shares(w) && c.sharesSQL(w) {
+	switch {
+	case c.shares(w) && c.sharesSQL(w):
 		// Its SQL runs in the batch's shared transaction: it joins the batch while its row is
 		// logged, and the leader runs nothing of it before that row is durable (runJoined).
 		t, ran, err = c.runJoined(ctx, w, budget)
-	} else {
+	case !c.shares(w):
+		// Alone: its row is logged while its statements run and its records are produced,
+		// and nothing of it is prepared before that row is durable (runOverlapped).
+		t, ran, err = c.runOverlapped(ctx, w, budget)
+	default:
 		b := c.begin(ctx, w, budget)
 		if !b.run {
 			return b.t, b.err
@@ -211,19 +216,29 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 }
 
 // begun is the outcome of a request's Begin (step 1): run, the row is fresh and the request's
-// to run (work.t is the stored row); otherwise t and err are the request's answer, and nothing
-// of it ran.
+// to run (stored is the row as logged); otherwise t and err are the request's answer, and
+// nothing of it may be prepared.
 type begun struct {
-	run bool
-	t   *Transaction
-	err error
+	run    bool
+	stored *Transaction
+	t      *Transaction
+	err    error
 }
 
 // begin logs w's row active with its gids, before any participant sees the request (I5, I6:
-// a prepared gid without a row is an orphan, rolled back at once).
+// a prepared gid without a row is an orphan, rolled back at once); work.t is the stored row.
 func (c *Coordinator) begin(ctx context.Context, w *work, budget time.Duration) begun {
+	b := c.logBegin(ctx, w.t, budget)
+	if b.run {
+		w.t = b.stored
+	}
+	return b
+}
+
+// logBegin logs t's row active with its gids.
+func (c *Coordinator) logBegin(ctx context.Context, t *Transaction, budget time.Duration) begun {
 	bctx, st := c.step(ctx, PhaseLogBegin, SpanLogBegin)
-	stored, created, err := c.log.Begin(bctx, w.t)
+	stored, created, err := c.log.Begin(bctx, t)
 	st.end(err)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -235,14 +250,13 @@ func (c *Coordinator) begin(ctx context.Context, w *work, budget time.Duration) 
 		return begun{err: &OutcomeError{Sentinel: ErrUnavailable, Cause: fmt.Errorf("log begin: %w", err)}}
 	}
 	if !created {
-		if !bytes.Equal(stored.Digest, w.t.Digest) {
+		if !bytes.Equal(stored.Digest, t.Digest) {
 			return begun{err: ErrIDConflict}
 		}
 		t, err := Answer(stored, nil)
 		return begun{t: t, err: err}
 	}
-	w.t = stored
-	return begun{run: true}
+	return begun{run: true, stored: stored}
 }
 
 // InFlight reports whether this process is running the transaction right now; recovery leaves
@@ -282,10 +296,16 @@ type work struct {
 	req      *Request
 	ktx      KafkaTxn
 	prepared []string // databases where PREPARE TRANSACTION may have been sent
-	mu       sync.Mutex
+	// hold, when set, is what every database's PREPARE (or one-phase COMMIT) waits for: the
+	// row's Begin, logged while phase 1 runs (runOverlapped).
+	hold func(context.Context) error
+	mu   sync.Mutex
 	// handedOff: the request was answered committed and its final write, running on, owns its
 	// place in flight and its transactional id (finals.go).
 	handedOff bool
+	// answered: the request was answered at its decision (D1, decided.go): its phase 2 and
+	// final write run behind the answer, on the goroutine that holds the hand-off.
+	answered bool
 }
 
 // SQLGIDFor is the PostgreSQL gid of a global transaction on one database: gids are
@@ -304,14 +324,17 @@ func (c *Coordinator) run(ctx context.Context, w *work) (*Transaction, error) {
 
 // runUnshared runs a request on its own: its SQL side and its Kafka side concurrently.
 func (c *Coordinator) runUnshared(ctx context.Context, w *work) (*Transaction, error) {
-	t := w.t
-	onePhase := t.OnePhase
-
 	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently
 	// (docs/design.md section 2, step 2).
 	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)
-	err := c.phase1(pctx, w, onePhase, true)
+	err := c.phase1(pctx, w, w.t.OnePhase, true)
 	st.end(err)
+	return c.afterPhase1(ctx, w, err)
+}
+
+// afterPhase1 takes a request alone on from its phase 1's outcome err: an abort, its one-phase
+// commit, or the decision.
+func (c *Coordinator) afterPhase1(ctx context.Context, w *work, err error) (*Transaction, error) {
 	if err != nil {
 		if errors.Is(err, ErrCommitUnknown) {
 			// The one database's COMMIT was sent and its answer lost: it may have committed.
@@ -320,7 +343,7 @@ func (c *Coordinator) runUnshared(ctx context.Context, w *work) (*Transaction, e
 		}
 		return c.abort(w, err)
 	}
-	if onePhase {
+	if w.t.OnePhase {
 		// The one database committed: its marker row makes that knowable after a crash.
 		return c.finish(w, StateCommitted, nil)
 	}
@@ -350,7 +373,7 @@ func (c *Coordinator) commitPhase(ctx context.Context, w *work) (*Transaction, e
 		if err != nil {
 			return c.inDoubt(w, fmt.Errorf("log committing: %w", err))
 		}
-		return c.phase2(fctx, w, true, nil)
+		return c.afterDecision(fctx, w, true, nil)
 	}
 
 	// I2: prepared, with the Kafka ids, is durable before EndTxn(commit) is sent.
@@ -384,7 +407,7 @@ func (c *Coordinator) commitPhase(ctx context.Context, w *work) (*Transaction, e
 		return c.inDoubt(w, err)
 	}
 	c.fault(FaultAfterEndTxn)
-	return c.phase2(fctx, w, commit, cause)
+	return c.afterDecision(fctx, w, commit, cause)
 }
 
 // phase1 runs the work and the prepare of every participant (the Kafka side only withKafka);
@@ -515,7 +538,7 @@ func (c *Coordinator) sqlPhase1(ctx context.Context, w *work, db string, onePhas
 	if st.span.IsRecording() {
 		st.span.SetAttributes(AttrDatabase.String(db), AttrStatements.Int(len(stmts)))
 	}
-	res, err := c.sql.Run(sctx, db, stmts, c.sqlGID(w.t.GID, db), onePhase, func() { c.fault(FaultAfterSQLWork) })
+	res, err := c.sql.Run(sctx, db, stmts, c.sqlGID(w.t.GID, db), onePhase, func() { c.fault(FaultAfterSQLWork) }, w.hold)
 	st.end(err)
 	if err != nil {
 		return err
@@ -631,18 +654,7 @@ func (c *Coordinator) rollback(ctx context.Context, w *work) (clean bool) {
 	ctx, st := c.step(ctx, PhaseAbort, SpanAbort)
 	defer func() { st.end(nil) }()
 	clean = true
-	if w.ktx != nil {
-		// Bounded short: when Kafka is down the abort cannot get through, and it need not. The
-		// transaction was never logged prepared, so nothing will ever commit it (I3); the broken
-		// producer is recreated before reuse, and its InitProducerId aborts it (or the Kafka
-		// transaction timeout does). It does not make the abort "unclean" for the caller.
-		kctx, kcancel := context.WithTimeout(ctx, kafkaAbortTimeout)
-		if err := w.ktx.Abort(kctx); err != nil {
-			c.cfg.Logger.Warn("kafka abort failed; the id is re-initialised before reuse",
-				"gid", w.t.GID, "transactional_id", w.ktx.TransactionalID(), "error", err)
-		}
-		kcancel()
-	}
+	c.abortKafka(ctx, w)
 	for _, db := range w.prepared {
 		// PREPARE may have reached the server even if its answer did not reach us; rolling back
 		// a gid that does not exist (and has no marker) is a no-op.
@@ -653,6 +665,23 @@ func (c *Coordinator) rollback(ctx context.Context, w *work) (clean bool) {
 		}
 	}
 	return clean
+}
+
+// abortKafka aborts w's Kafka transaction, if it has one. Bounded short: when Kafka is down the
+// abort cannot get through, and it need not. The transaction was never logged prepared, so
+// nothing will ever commit it (I3); the broken producer is recreated before reuse, and its
+// InitProducerId aborts it (or the Kafka transaction timeout does). It does not make the abort
+// "unclean" for the caller.
+func (c *Coordinator) abortKafka(ctx context.Context, w *work) {
+	if w.ktx == nil {
+		return
+	}
+	kctx, kcancel := context.WithTimeout(ctx, kafkaAbortTimeout)
+	defer kcancel()
+	if err := w.ktx.Abort(kctx); err != nil {
+		c.cfg.Logger.Warn("kafka abort failed; the id is re-initialised before reuse",
+			"gid", w.t.GID, "transactional_id", w.ktx.TransactionalID(), "error", err)
+	}
 }
 
 // inDoubt leaves the transaction to recovery: the transactional.id stays quarantined (I1).

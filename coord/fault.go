@@ -7,11 +7,12 @@ import "fmt"
 type FaultPoint string
 
 const (
-	FaultAfterSQLWork        FaultPoint = "after_sql_work"        // statements ran; PREPARE sent, answer unread
+	FaultAfterSQLWork        FaultPoint = "after_sql_work"        // statements ran; PREPARE sent (or held for the row), answer unread
 	FaultAfterPrepare        FaultPoint = "after_prepare"         // the database(s) prepared
 	FaultAfterKafkaFlush     FaultPoint = "after_kafka_flush"     // records flushed and acknowledged
 	FaultAfterLogPrepared    FaultPoint = "after_log_prepared"    // prepared durable (I2), EndTxn not sent
 	FaultAfterEndTxn         FaultPoint = "after_endtxn"          // Kafka committed, SQL still prepared
+	FaultDecidedBeforePhase2 FaultPoint = "decided_before_phase2" // answered at the decision (D1), SQL still prepared
 	FaultAfterCommitPrepared FaultPoint = "after_commit_prepared" // both committed, log says prepared
 	FaultBeforeFinalLog      FaultPoint = "before_final_log"      // about to log committed
 )
@@ -27,7 +28,7 @@ const (
 
 // FaultPoints lists every fault point of every request in protocol order.
 var FaultPoints = []FaultPoint{FaultAfterSQLWork, FaultAfterPrepare, FaultAfterKafkaFlush,
-	FaultAfterLogPrepared, FaultAfterEndTxn, FaultAfterCommitPrepared, FaultBeforeFinalLog}
+	FaultAfterLogPrepared, FaultAfterEndTxn, FaultDecidedBeforePhase2, FaultAfterCommitPrepared, FaultBeforeFinalLog}
 
 // SharedFaultPoints lists the fault points reached in shared Kafka transactions only.
 var SharedFaultPoints = []FaultPoint{FaultSharedAfterSQLPrepare, FaultSharedAfterKafkaFlush, FaultSharedAfterLogPrepared, FaultSharedAfterEndTxn}

@@ -83,6 +83,15 @@ func (c *Coordinator) finalDone(w *work, p *pendingFinal) {
 // answerCommitted answers w committed now and writes the final row behind the answer.
 func (c *Coordinator) answerCommitted(w *work) (*Transaction, error) {
 	c.fault(FaultBeforeFinalLog)
+	if w.answered {
+		// Answered at its decision (D1): this is the goroutine behind that answer, which holds
+		// the hand-off; the write is its last step.
+		ctx, cancel := context.WithTimeout(w.traced(context.Background()), c.cfg.FinishTimeout)
+		defer cancel()
+		lctx, st := c.finalStep(ctx)
+		c.writeCommitted(lctx, st, w, finalStamp(w.t))
+		return w.t, nil
+	}
 	gid := w.t.GID // w.t is the final write's from the handoff on
 	at := finalStamp(w.t)
 	answer := committedAnswer(w, at)

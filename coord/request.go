@@ -21,6 +21,30 @@ type Request struct {
 	// KafkaOffsets are a consumer group's offsets committed by the request's Kafka transaction
 	// (offsets.go): visible to the group exactly when the rows and records commit.
 	KafkaOffsets *OffsetCommit `json:"kafka_offsets,omitempty"`
+	// Answer is when a commit is answered (decided.go); not part of the request's meaning: a
+	// retry that asks otherwise is the same request.
+	Answer AnswerMode `json:"-"`
+}
+
+// AnswerMode is when a request that commits is answered.
+type AnswerMode uint8
+
+const (
+	// AnswerCommitted: once every participant committed (the default).
+	AnswerCommitted AnswerMode = iota
+	// AnswerDecided: once the decision to commit is durable, with phase 2 following (D1).
+	AnswerDecided
+)
+
+// ParseAnswerMode reads the API's name of an AnswerMode ("committed", "decided").
+func ParseAnswerMode(s string) (AnswerMode, bool) {
+	switch s {
+	case "committed":
+		return AnswerCommitted, true
+	case "decided":
+		return AnswerDecided, true
+	}
+	return 0, false
 }
 
 // Statement is one SQL statement with positional ($1, $2, …) arguments.

@@ -29,6 +29,9 @@ var shapes = []struct {
 	{"one phase", coord.Request{SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}}},
 	{"two databases", coord.Request{SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)"), {Database: "orders", Statement: "INSERT INTO t VALUES (1)"}}}},
 	{"kafka only", coord.Request{Kafka: []coord.Record{rec("t")}}},
+	// D1: answered at the decision, phase 2 behind the answer.
+	{"sql and kafka, decided", coord.Request{SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}, Kafka: []coord.Record{rec("t")}, Answer: coord.AnswerDecided}},
+	{"two databases, decided", coord.Request{SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)"), {Database: "orders", Statement: "INSERT INTO t VALUES (1)"}}, Answer: coord.AnswerDecided}},
 }
 
 // trial runs one request in a fresh world with at deciding each call's fate, then recovery
@@ -92,6 +95,9 @@ func check(t *testing.T, w *world, req coord.Request, answer error) {
 		require.Error(t, answer, "no row, yet the answer was a commit")
 		for g, st := range sqlState {
 			assert.NotEqual(t, "committed", st, "no row, yet %s committed", g)
+		}
+		for pid, st := range kafka {
+			assert.NotEqual(t, "committed", st, "no row, yet Kafka transaction %d committed", pid)
 		}
 		return
 	}

@@ -34,6 +34,10 @@ fi
 run offsets safety pass -DN2PC=2 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=2 -DHASOFF=1
 #   the same with a takeover of A by B
 run offsets-takeover safety pass -DN2PC=1 -DHAS1PC=0 -DHASB=1 -DNK=1 -DMAXF=2 -DHASOFF=1
+#   answers at the decision (D1): a 200 given there is never followed by an abort
+run decided safety pass -DN2PC=2 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=2 -DHASDEC=1
+#   the same with a takeover of A by B
+run decided-takeover safety pass -DN2PC=1 -DHAS1PC=0 -DHASB=1 -DNK=1 -DMAXF=2 -DHASDEC=1
 #   progress: once faults stop, every in-doubt transaction is resolved (weak fairness)
 run progress liveness pass -DN2PC=1 -DHAS1PC=1 -DHASB=1 -DNK=1 -DMAXF=1
 
@@ -48,6 +52,8 @@ run M_REINIT_UNLOCKED bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=1 -DNK=1 -DMAXF=1
 run M_ABORT_ON_LOST_PREPARED bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=1 -DNK=1 -DMAXF=2 -DM_ABORT_ON_LOST_PREPARED
 run M_IGNORE_GENERATION bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=1 -DHASOFF=1 -DM_IGNORE_GENERATION
 run M_REFUSED_RIDES bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=1 -DHASOFF=1 -DM_REFUSED_RIDES
+run M_DECIDED_ON_UNCLEAR bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=1 -DHASDEC=1 -DM_DECIDED_ON_UNCLEAR
+run M_PREPARE_BEFORE_ROW bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=1 -DM_PREPARE_BEFORE_ROW
 run M_DUE_MISSES_ABORTING liveness violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=2 -DM_DUE_MISSES_ABORTING
 
 finish "all checks passed, every mutant caught"

@@ -9,6 +9,7 @@
  *   HASB     1: a second coordinator instance (B) that takes over instance A's rows
  *   NK       transactional ids in instance A's pool (1 forces reuse, 2 lets two run at once)
  *   MAXF     faults per run: crashes, lost locks, lost answers, failed calls, expired budgets
+ *   HASDEC   1: the two-phase requests are answered at their decision (D1)
  *
  * Mutants (each must make SPIN report a violation):
  *   M_ROLLBACK_BEFORE_CLAIM  presumed abort rolls back before it claims the row (before I9)
@@ -19,6 +20,10 @@
  *   M_1PC_NO_FENCING_MARKER  presumed abort decides a one-phase row by the absence of its
  *                            marker, with no fence against a COMMIT still on its way
  *   M_REINIT_UNLOCKED        a takeover re-initialises ids after it lost the lock (finding F1)
+ *   M_PREPARE_BEFORE_ROW     the PREPARE of a request whose Begin runs beside its phase 1 is
+ *                            not held: it may land before the row is durable (I14)
+ *   M_DECIDED_ON_UNCLEAR     (HASDEC) a commit whose EndTxn(commit) got no answer is answered
+ *                            at the decision (D1) as if Kafka had confirmed it
  *   M_DUE_MISSES_ABORTING    Due lists active/prepared/committing only: a claimed row whose
  *                            resolver crashed stays aborting forever (liveness)
  *
@@ -46,6 +51,9 @@
 #endif
 #ifndef MAXTK
 #define MAXTK 1         /* takeovers of A by B per run */
+#endif
+#ifndef HASDEC
+#define HASDEC 0        /* the two-phase requests ask to be answered at the decision (D1) */
 #endif
 
 #define NG   3          /* g0, g1: two-phase; g2: one-phase */
@@ -96,6 +104,7 @@ byte klastep[NK];         /* epoch of the last completed transaction */
 bit  klastc[NK];          /* it committed */
 bit  kfresh[NK];          /* nothing began or re-initialised the id since it completed */
 bit  reused[NG];          /* ghost: the id of g's Kafka transaction was reused or re-initialised */
+bit  dec[NG];             /* ghost: g was answered 200 at its decision (D1) */
 
 #define R_OK      0
 #define R_ABORTED 1       /* INVALID_TXN_STATE to a commit: Kafka aborted it */
@@ -157,7 +166,10 @@ inline check(g) {
 	assert(!(OFFS(g) && KC(g) && !gpend[g]));
 	assert(ans[g] != A_ABORT || !OC(g));
 	/* O2: the offsets of a member the group had moved on never commit */
-	assert(!(gzombie[g] && OC(g)))
+	assert(!(gzombie[g] && OC(g)));
+	/* D1: a 200 given at the decision is never followed by an abort on either side, nor in
+	 * the log */
+	assert(!dec[g] || (kout[g] != K_ABORT && sql[g] != S_ABORT && row[g] != L_ABORTED && row[g] != L_ABORTING))
 }
 
 inline mark_reuse(k) {
@@ -308,20 +320,41 @@ inline sqlPhase1() {
 /* Execute → run → phase1 → Prepared → decide → phase2 → finishWith, for a two-phase g */
 proctype Request(byte g) {
 	byte myinc, myep, k = NONE, ke, r;
-	bit sq, h, pend;
+	bit sq, h, pend, early, kf, esql, begun;
 
 	/* Execute: the instance serves; InFlight from before the row exists */
 	atomic { serving -> myinc = inc; myep = heldA; inflight[g] = 1 }
+	/* runOverlapped (I14): phase 1 runs beside the Begin. The Kafka side (acquire, begin,
+	 * produce, flush) may be done before the row is durable; the SQL side's work has no state
+	 * here, and its PREPARE (sqlPhase1's landing) is held until the row is durable. */
+	if
+	:: skip
+	:: early = 1; kafkaPhase1()   /* a failure goes to abort, which ends the Begin first */
+#ifdef M_PREPARE_BEFORE_ROW
+	/* mutant: the PREPARE is not held: it may land before the row is durable */
+	:: early = 1; esql = 1; sqlPhase1()
+#endif
+	fi;
+logBegin:
 	/* txlog.Begin (fenced) */
 	if
-	:: atomic { LIVE && CAS(g, L_NONE) -> row[g] = L_ACTIVE }
-	:: atomic { LIVE && !CAS(g, L_NONE) -> ans[g] = A_ABORT; inflight[g] = 0 }; goto done  /* 503 */
+	:: atomic { LIVE && CAS(g, L_NONE) -> row[g] = L_ACTIVE; begun = 1 }
+	:: atomic { LIVE && !CAS(g, L_NONE) }; goto beginLost  /* 503 */
+	fi;
+	if
+	:: kf -> goto abort   /* a side failed before the row: abort with the row logged */
+	:: else
 	fi;
 
-	/* phase1: kafkaPhase1 ∥ sqlPhase1, in either order */
+	/* phase1: kafkaPhase1 ∥ sqlPhase1, in either order (what did not run before the row) */
 	if
-	:: kafkaPhase1(); sqlPhase1()
-	:: sqlPhase1(); kafkaPhase1()
+	:: early && !esql -> sqlPhase1()
+	:: esql -> kafkaPhase1()
+	:: else ->
+		if
+		:: kafkaPhase1(); sqlPhase1()
+		:: sqlPhase1(); kafkaPhase1()
+		fi
 	fi;
 
 #ifdef M_PREPARED_AFTER_ENDTXN
@@ -357,6 +390,13 @@ decide:
 		fi
 	:: atomic { LIVE && FAULT -> r = R_UNCLEAR }
 	fi;
+#ifdef M_DECIDED_ON_UNCLEAR
+	/* mutant: a commit whose EndTxn went unanswered is answered as decided */
+	if
+	:: r == R_UNCLEAR -> atomic { LIVE -> dec[g] = 1; check(g) }
+	:: else
+	fi;
+#endif
 	/* decide: an unclear answer (or PRODUCER_FENCED) is retried once by ids (Pool.EndTxn),
 	 * then the budget has run out: in doubt */
 	if
@@ -371,6 +411,13 @@ decide:
 		fi
 	:: else
 	fi;
+#if HASDEC
+	/* afterDecision (D1): a commit is answered now, phase 2 and the final write behind it */
+	if
+	:: r == R_OK -> atomic { LIVE -> dec[g] = 1; check(g) }
+	:: else
+	fi;
+#endif
 #ifdef M_PREPARED_AFTER_ENDTXN
 	if
 	:: r == R_OK -> goto logprepared
@@ -415,6 +462,10 @@ phase2:
 	goto done;
 
 abort:
+	if
+	:: early && !begun -> kf = 1; goto logBegin   /* failed beside the Begin: it ends first */
+	:: else
+	fi;
 	/* abort: Kafka first (Txn.Abort, bounded), then ROLLBACK PREPARED, then finishWith */
 	if
 	:: k != NONE ->
@@ -447,8 +498,23 @@ indoubtActive:
 
 indoubtPrepared:
 	atomic { LIVE -> release(k, 0); ans[g] = A_DOUBT; inflight[g] = 0 }
+	goto done;
+
+beginLost:
+	/* runOverlapped: the Begin logged no row, so nothing was prepared (the PREPARE is held);
+	 * dropKafka aborts the open Kafka transaction and returns the id to the pool (a failed
+	 * abort leaves the client to be recreated), no gid is touched; Begin's answer, 503 */
+	if
+	:: k != NONE ->
+		if
+		:: atomic { LIVE -> if :: kcur[k] == g && kep[k] == ke -> k_abort_open(k) :: else fi }
+		:: atomic { LIVE && FAULT -> broken[k] = 1 }
+		fi
+	:: else
+	fi;
+	atomic { LIVE -> release(k, 1); ans[g] = A_ABORT; inflight[g] = 0; check(g) }
 done:
-	atomic { myinc = 0; myep = 0; k = 0; ke = 0; r = 0; sq = 0; h = 0; pend = 0 }
+	atomic { myinc = 0; myep = 0; k = 0; ke = 0; r = 0; sq = 0; h = 0; pend = 0; early = 0; kf = 0; esql = 0; begun = 0 }
 }
 
 /* The one-phase path: one database, no Kafka: COMMIT with a marker row. */

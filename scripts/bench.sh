@@ -7,9 +7,12 @@
 #                        the one log write I2 needs (inline-2pc-logged) or with the PREPARE
 #                        as that write (inline-2pc-gidlog), that inline 2PC with the requests
 #                        in flight sharing one PostgreSQL and one Kafka transaction
-#                        (inline-shared: the bound of sharing the SQL side too) and
+#                        (inline-shared: the bound of sharing the SQL side too), the
+#                        coordinator answering at the decision ("answer": "decided", D1:
+#                        coordinator-decided) and
 #                        the by-hand dual write (not atomic), at c=1, 16, 64, 256: throughput, p50, p99,
-#                        ratios to the dual write, CPU per committed transaction of the
+#                        ratios to the dual write (x dual/s, x p50), the p50 against the protocol's
+#                        floor inline-2pc-logged (x floor), CPU per committed transaction of the
 #                        coordinator, PostgreSQL and the Kafka broker (from /proc)
 #   BenchmarkPipeline    a consume-transform-write pipeline end to end, by 1 and 3 members of
 #                        one consumer group (rows "1m", "3m"): each input record one insert and
@@ -98,14 +101,15 @@ END {
   most = 0
   for (k in rounds) if (rounds[k] > most) most = rounds[k]
   if (most > 1) printf "\n(each figure: the median of %d rounds)", most
-  printf "\n%-17s %4s %9s %8s %8s %9s %8s %14s %12s %14s %9s %9s %9s %9s\n", "variant", "c", "txn/s", "p50 ms", "p99 ms", "x dual/s", "x p50", "coord ms/txn", "pg ms/txn", "kafka ms/txn", "shared %", "members", "sql sh %", "coord MB"
+  printf "\n%-19s %4s %9s %8s %8s %9s %8s %8s %14s %12s %14s %9s %9s %9s %9s\n", "variant", "c", "txn/s", "p50 ms", "p99 ms", "x dual/s", "x p50", "x floor", "coord ms/txn", "pg ms/txn", "kafka ms/txn", "shared %", "members", "sql sh %", "coord MB"
   for (j = 1; j <= nc; j++) for (k = 1; k <= nv; k++) {
     c = cs[j]; n = vs[k]
     if (!((n, c, "txn/s") in v)) continue
     ref = (n ~ /^pipeline/ ? "pipeline-by-hand" : "dual-write")
-    d = v[ref, c, "txn/s"]; dp = v[ref, c, "p50-ms"]
-    printf "%-17s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %14.3f %12.3f %14.3f %9s %9s %9s %9s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
+    d = v[ref, c, "txn/s"]; dp = v[ref, c, "p50-ms"]; fp = v["inline-2pc-logged", c, "p50-ms"]
+    printf "%-19s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %8s %14.3f %12.3f %14.3f %9s %9s %9s %9s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
       (d > 0 ? v[n, c, "txn/s"] / d : 0), (dp > 0 ? v[n, c, "p50-ms"] / dp : 0),
+      (fp > 0 && n !~ /^pipeline/ ? sprintf("%.2f", v[n, c, "p50-ms"] / fp) : "-"),
       v[n, c, "cpu-coord-ms/txn"], v[n, c, "cpu-pg-ms/txn"], v[n, c, "cpu-kafka-ms/txn"],
       ((n, c, "shared-%") in v ? sprintf("%.0f", v[n, c, "shared-%"]) : "-"),
       ((n, c, "members/shared-txn") in v ? sprintf("%.1f", v[n, c, "members/shared-txn"]) : "-"),

@@ -255,6 +255,11 @@ func faultHook(point string, logger *slog.Logger) func(coord.FaultPoint) {
 		if string(p) != point {
 			return
 		}
+		if p == coord.FaultDecidedBeforePhase2 {
+			// The decided answer (D1) is on its way back: let it reach the caller, so that a
+			// test sees a 200 followed by the crash it must survive.
+			time.Sleep(250 * time.Millisecond)
+		}
 		logger.Error("COORDINATOR_FAULT reached: killing the process", "fault_point", point)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // never continue past the fault point

@@ -101,6 +101,9 @@ func (e *env) orderBody(id, kind string) string {
 		ret := fmt.Sprintf(`{"statement":"INSERT INTO orders (id, total) VALUES ($1, 1) RETURNING id, total","args":[%q]}`, id)
 		derived := fmt.Sprintf(`{"topic":%q,"key":{"type":"string","from":"sql[0].rows[0].id"},"value":{"type":"json","from":"sql[0].rows[0]"}}`, e.topic)
 		return fmt.Sprintf(`{"id":%q,"sql":[%s],"kafka":[%s]}`, id, ret, derived)
+	case "decided":
+		// D1: answered at the decision, phase 2 behind the answer.
+		return fmt.Sprintf(`{"id":%q,"sql":[%s],"kafka":[%s],"answer":"decided"}`, id, row, rec)
 	}
 	return fmt.Sprintf(`{"id":%q,"sql":[%s],"kafka":[%s]}`, id, row, rec)
 }
@@ -239,13 +242,24 @@ func TestFaultPoints(t *testing.T) {
 			t.Parallel()
 			e := newStore(t, envOpts{})
 			n := e.startNode(t, "a", "COORDINATOR_FAULT="+string(point))
-			kinds := []string{"order", "order", "order", "derived", "sql-only", "kafka-only", "fail", "order", "derived"}
+			kinds := []string{"order", "order", "order", "derived", "sql-only", "kafka-only", "fail", "order", "derived", "decided", "decided"}
 			reqs := n.postAll("f", kinds)
 			n.waitExit(30 * time.Second) // the fault point killed it
 			n2 := e.startNode(t, "a")
 			e.waitResolved(t, 60*time.Second)
 			c, a := e.verify(t, n2.base, reqs)
 			t.Logf("%s: %d committed, %d aborted", point, c, a)
+			if point == coord.FaultDecidedBeforePhase2 {
+				// D1: answered 200 at the decision, killed before phase 2: still committed on
+				// both sides (verify: a 200 never ends aborted).
+				answered := 0
+				for _, s := range reqs {
+					if s.kind == "decided" && s.status == http.StatusOK {
+						answered++
+					}
+				}
+				assert.Positive(t, answered, "no decided request was answered before the kill")
+			}
 		})
 	}
 }
@@ -269,6 +283,8 @@ func TestSharedBatchKilled(t *testing.T) {
 					kinds[i] = "fail"
 				case 2:
 					kinds[i] = "derived" // P2: prepared alone, then riding in the batch
+				case 4:
+					kinds[i] = "decided" // D1: answered at the batch's decision
 				}
 			}
 			reqs := n.postAll("s", kinds)

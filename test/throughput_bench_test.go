@@ -106,15 +106,19 @@ func BenchmarkThroughput(b *testing.B) {
 	// of 100 bytes) or "json" (an object), to compare with the plain string in the same run (the
 	// baseline build, which may predate typed values, always gets the plain string).
 	typed := benchValue(b, os.Getenv("BENCH_VALUE"))
-	via := func(base, topic string) func(int, string) error {
+	via := func(base, topic string, answer string) func(int, string) error {
 		v := typed
 		if base == baselineBase {
 			v = value
 		}
 		return func(_ int, id string) error {
-			body, _ := json.Marshal(map[string]any{"id": id,
+			req := map[string]any{"id": id,
 				"sql":   []any{map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, $2)", "args": []any{id, 1}}},
-				"kafka": []any{map[string]any{"topic": topic, "key": id, "value": v}}})
+				"kafka": []any{map[string]any{"topic": topic, "key": id, "value": v}}}
+			if answer != "" {
+				req["answer"] = answer
+			}
+			body, _ := json.Marshal(req)
 			resp, err := client.Post(base+"/v1/transactions", "application/json", bytes.NewReader(body))
 			if err != nil {
 				return err
@@ -127,7 +131,9 @@ func BenchmarkThroughput(b *testing.B) {
 			return nil
 		}
 	}
-	viaCoordinator, viaUnshared, viaBaseline := via(base, e.topic), via(unsharedBase, e.topic), via(baselineBase, baselineTopic)
+	viaCoordinator, viaUnshared, viaBaseline := via(base, e.topic, ""), via(unsharedBase, e.topic, ""), via(baselineBase, baselineTopic, "")
+	// The same coordinator, its requests answered at the decision (D1): phase 2 behind the answer.
+	viaDecided := via(base, e.topic, "decided")
 	withProducer := func(f func(cl *kgo.Client, id string) error) func(int, string) error {
 		return func(_ int, id string) error {
 			cl := <-producers
@@ -142,7 +148,7 @@ func BenchmarkThroughput(b *testing.B) {
 
 	// Warm up every path (JIT, pools, connections), untimed.
 	shared := newSharedInline(b, e.db, producers, e.topic, value, 1).do
-	ops := []func(int, string) error{viaCoordinator, viaUnshared, inline, logged, gidLog, dual, shared}
+	ops := []func(int, string) error{viaCoordinator, viaDecided, viaUnshared, inline, logged, gidLog, dual, shared}
 	if baselineBinary != "" {
 		ops = append(ops, viaBaseline)
 	}
@@ -160,6 +166,7 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	variants := []variant{
 		{"coordinator", coordPID, viaCoordinator, base},
+		{"coordinator-decided", coordPID, viaDecided, base},
 		{"unshared", unsharedPID, viaUnshared, unsharedBase},
 		{"inline-2pc", os.Getpid(), inline, ""},
 		{"inline-2pc-logged", os.Getpid(), logged, ""},
