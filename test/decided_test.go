@@ -45,7 +45,7 @@ func TestDecidedAnswer(t *testing.T) {
 
 	// "committed" is the default, said out loud.
 	plain := e.post(map[string]any{"id": "dec-c", "answer": "committed",
-		"sql": []any{map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ('dec-c', 1)"}},
+		"sql":   []any{map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ('dec-c', 1)"}},
 		"kafka": []any{map[string]any{"topic": e.topic, "key": "dec-c", "value": "v"}}})
 	require.Equal(t, http.StatusOK, plain.Status, "%s", plain.Raw)
 	assert.Equal(t, "committed", plain.str("state"))
