@@ -48,7 +48,7 @@ func (p *Pool) endTxnOnce(ctx context.Context, ids coord.KafkaIDs, commit bool) 
 	req.ProducerID = ids.ProducerID
 	req.ProducerEpoch = ids.ProducerEpoch
 	req.Commit = commit
-	resp, err := req.RequestWith(ctx, p.admin)
+	resp, err := req.RequestWith(ctx, p.ender())
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,10 @@ type Config struct {
 	TransactionTimeout time.Duration
 	// ClientOpts are added to every client (TLS, SASL, …).
 	ClientOpts []kgo.Opt
-	Logger     *slog.Logger
+	// EndTxnConns is how many clients carry raw EndTxn requests (enders.go); 0: 8, 1: the
+	// admin client's connection alone.
+	EndTxnConns int
+	Logger      *slog.Logger
 }
 
 // Pool leases transactional producers, one kgo client per transactional.id.
@@ -51,6 +54,7 @@ type Pool struct {
 	leases      leaseBook       // which ids requests hold (list.go)
 	watch       restartWatch    // signs of a broker restart, hanging transactions (hanging.go)
 	tv          txnVersion      // the cluster's transaction version and the group clients (offsets.go)
+	enders      enders          // the clients raw EndTxn requests go out on (enders.go)
 }
 
 type producer struct {
@@ -546,6 +550,7 @@ func (p *Pool) Close() {
 			pr.cl.Close()
 		default:
 			p.tv.close()
+			p.enders.close()
 			p.admin.Close()
 			return
 		}

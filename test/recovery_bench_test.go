@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,8 +22,11 @@ import (
 // BenchmarkRecovery measures one recovery pass over 10,000 in-doubt transactions, each left
 // exactly as a coordinator killed after logging prepared leaves it (SQL prepared with its
 // marker row, Kafka transaction open and flushed, the log row prepared with the ids), at
-// parallelism 1 (the baseline: one transaction after the other) and 16 (the default). Setting
-// them up is not timed; it is reported as setup-s.
+// parallelism 1 (the baseline: one transaction after the other) and 16 (the default), and at 16
+// with every EndTxn on the one admin connection (endtxn-conns=1, kafkatxn/enders.go: the
+// broker answers one request per connection at a time) against the default 8 connections.
+// BENCH_RECOVERY=par/conns,… chooses the runs (default 1/8,16/1,16/8). Setting them up is not
+// timed; it is reported as setup-s.
 //
 // PostgreSQL must hold 10,000 prepared transactions at once: scripts/services.sh sets
 // max_prepared_transactions = 12000 (a server started before it must be restarted).
@@ -29,8 +34,15 @@ import (
 //	bash scripts/bench.sh
 func BenchmarkRecovery(b *testing.B) {
 	const inDoubt = 10000
-	for _, par := range []int{1, 16} {
-		b.Run(fmt.Sprintf("in-doubt=%d/parallelism=%d", inDoubt, par), func(b *testing.B) {
+	runs := "1/8,16/1,16/8"
+	if s := os.Getenv("BENCH_RECOVERY"); s != "" {
+		runs = s
+	}
+	for _, r := range strings.Split(runs, ",") {
+		var par, conns int
+		_, err := fmt.Sscanf(r, "%d/%d", &par, &conns)
+		require.NoError(b, err, "BENCH_RECOVERY=%q: parallelism/connections,…", runs)
+		b.Run(fmt.Sprintf("in-doubt=%d/parallelism=%d/endtxn-conns=%d", inDoubt, par, conns), func(b *testing.B) {
 			var setup time.Duration
 			for range b.N {
 				b.StopTimer()
@@ -46,6 +58,7 @@ func BenchmarkRecovery(b *testing.B) {
 				began := time.Now()
 				makeInDoubt(b, e, inDoubt)
 				setup += time.Since(began)
+				e.svc.Kafka.SetEndTxnConns(conns)
 				loop := recovery.New(recovery.Config{Instance: e.cfg.Instance, GIDPrefix: e.cfg.GIDPrefix,
 					Parallelism: par, Logger: slog.New(slog.DiscardHandler)}, e.svc.Ownership, e.svc.Log, e.svc.SQL, e.svc.Kafka, e.svc.Coord)
 				b.StartTimer()
