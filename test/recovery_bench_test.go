@@ -34,6 +34,7 @@ import (
 //	bash scripts/bench.sh
 func BenchmarkRecovery(b *testing.B) {
 	const inDoubt = 10000
+	cpu := servicePIDs(b)
 	runs := "1/8,16/1,16/8"
 	if s := os.Getenv("BENCH_RECOVERY"); s != "" {
 		runs = s
@@ -44,6 +45,7 @@ func BenchmarkRecovery(b *testing.B) {
 		require.NoError(b, err, "BENCH_RECOVERY=%q: parallelism/connections,…", runs)
 		b.Run(fmt.Sprintf("in-doubt=%d/parallelism=%d/endtxn-conns=%d", inDoubt, par, conns), func(b *testing.B) {
 			var setup time.Duration
+			var used cpuSample // CPU of the timed passes: the loop (this process), PostgreSQL, the broker
 			for range b.N {
 				b.StopTimer()
 				// The service's own loop must not run meanwhile: it would resolve (presume
@@ -61,9 +63,14 @@ func BenchmarkRecovery(b *testing.B) {
 				e.svc.Kafka.SetEndTxnConns(conns)
 				loop := recovery.New(recovery.Config{Instance: e.cfg.Instance, GIDPrefix: e.cfg.GIDPrefix,
 					Parallelism: par, Logger: slog.New(slog.DiscardHandler)}, e.svc.Ownership, e.svc.Log, e.svc.SQL, e.svc.Kafka, e.svc.Coord)
+				before := cpu.sample(b, os.Getpid())
 				b.StartTimer()
 				st, err := loop.RunOnce(context.Background())
 				b.StopTimer()
+				after := cpu.sample(b, os.Getpid())
+				used.self += after.self - before.self
+				used.postgres += after.postgres - before.postgres
+				used.kafka += after.kafka - before.kafka
 				require.NoError(b, err)
 				require.Equal(b, inDoubt, st.Resolved)
 				var committed int
@@ -75,6 +82,11 @@ func BenchmarkRecovery(b *testing.B) {
 			b.ReportMetric(float64(inDoubt), "txns/pass")
 			b.ReportMetric(float64(inDoubt*b.N)/b.Elapsed().Seconds(), "txn/s")
 			b.ReportMetric(setup.Seconds()/float64(b.N), "setup-s")
+			// CPU per resolved transaction: with the machine's cores, the pass's bound.
+			n := float64(inDoubt * b.N)
+			b.ReportMetric(used.self.Sub(0)/n, "cpu-loop-ms/txn")
+			b.ReportMetric(used.postgres.Sub(0)/n, "cpu-pg-ms/txn")
+			b.ReportMetric(used.kafka.Sub(0)/n, "cpu-kafka-ms/txn")
 		})
 	}
 }
