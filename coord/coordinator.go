@@ -44,6 +44,9 @@ type Config struct {
 	// Schemas encodes avro, protobuf and jsonschema payloads (record.go); nil: no Schema
 	// Registry, and those types are refused.
 	Schemas Schemas
+	// OverlapBegin logs the row of a request that runs alone beside its phase 1, each PREPARE
+	// held until the row is durable (I14, overlap.go); false: the row first, as in a batch.
+	OverlapBegin bool
 }
 
 // Coordinator runs global transactions over the Kafka and SQL participants with the log.
@@ -197,7 +200,7 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 		// Its SQL runs in the batch's shared transaction: it joins the batch while its row is
 		// logged, and the leader runs nothing of it before that row is durable (runJoined).
 		t, ran, err = c.runJoined(ctx, w, budget)
-	case !c.shares(w):
+	case c.cfg.OverlapBegin && !c.shares(w):
 		// Alone: its row is logged while its statements run and its records are produced,
 		// and nothing of it is prepared before that row is durable (runOverlapped).
 		t, ran, err = c.runOverlapped(ctx, w, budget)

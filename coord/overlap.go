@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// A request that runs alone logs its row while phase 1 runs (I14).
+// A request that runs alone logs its row while phase 1 runs (I14), when Config.OverlapBegin
+// asks for it (COORDINATOR_OVERLAP_BEGIN; off by default, docs/decisions.md).
 //
 // I5 needs the active row durable before any participant is prepared, not before the work:
 // what a crash leaves of a request whose row is not logged yet is an open SQL transaction,

@@ -69,7 +69,7 @@ func TestOverlapRunsWorkBesideBegin(t *testing.T) {
 				k = fakeKafka{w}
 			}
 			c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", Logger: slog.New(slog.DiscardHandler),
-				Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}}, log, k, fakeSQL{w})
+				Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}, OverlapBegin: true}, log, k, fakeSQL{w})
 			req := sh.req
 			req.ID, req.SQL, req.Kafka = "x", slices.Clone(req.SQL), slices.Clone(req.Kafka)
 			answer, err := c.Execute(context.Background(), req)
@@ -118,7 +118,7 @@ func TestOverlapBeginLost(t *testing.T) {
 				k = fakeKafka{w}
 			}
 			c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", Logger: slog.New(slog.DiscardHandler),
-				Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}}, fakeLog{w}, k, fakeSQL{w})
+				Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}, OverlapBegin: true}, fakeLog{w}, k, fakeSQL{w})
 			ctx := context.Background()
 			var before map[string]string
 			if tc.again {

@@ -44,6 +44,12 @@ func trial(t *testing.T, req coord.Request, at func(n int, op string) mode) (ans
 // trialWith is trial with the resolver's pause point (raceInterleave).
 func trialWith(t *testing.T, req coord.Request, pauseAt int, at func(n int, op string) mode) (answer error, w *world) {
 	t.Helper()
+	return trialOverlap(t, req, pauseAt, false, at)
+}
+
+// trialOverlap is trialWith; overlap: the row is logged beside phase 1 (I14).
+func trialOverlap(t *testing.T, req coord.Request, pauseAt int, overlap bool, at func(n int, op string) mode) (answer error, w *world) {
+	t.Helper()
 	w = newWorld()
 	w.pauseAt = pauseAt
 	// Validate fills in defaults: each trial gets its own copy of the shared shapes.
@@ -55,7 +61,7 @@ func trialWith(t *testing.T, req coord.Request, pauseAt int, at func(n int, op s
 	}
 	c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", DefaultTimeout: 30 * time.Millisecond,
 		FinishTimeout: 100 * time.Millisecond, Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}},
-		Logger: slog.New(slog.DiscardHandler)}, log, k, sql)
+		Logger: slog.New(slog.DiscardHandler), OverlapBegin: overlap}, log, k, sql)
 	rules := coord.Rules{Log: log, SQL: sql, Kafka: kafka}
 	ctx := context.Background()
 	resolveIn := func(ctx context.Context) error {
@@ -144,18 +150,20 @@ func calls(t *testing.T, req coord.Request) int {
 
 func TestRulesFailAtEveryCall(t *testing.T) {
 	t.Parallel()
-	for _, sh := range shapes {
-		n := calls(t, sh.req)
-		for k := range n {
-			for _, m := range []mode{failBefore, failAfter, refused} {
-				t.Run(fmt.Sprintf("%s/call %d/mode %d", sh.name, k, m), func(t *testing.T) {
-					trial(t, sh.req, func(i int, _ string) mode {
-						if i == k {
-							return m
-						}
-						return pass
+	for _, overlap := range []bool{false, true} { // the row first, or beside phase 1 (I14)
+		for _, sh := range shapes {
+			n := calls(t, sh.req)
+			for k := range n {
+				for _, m := range []mode{failBefore, failAfter, refused} {
+					t.Run(fmt.Sprintf("overlap %t/%s/call %d/mode %d", overlap, sh.name, k, m), func(t *testing.T) {
+						trialOverlap(t, sh.req, -1, overlap, func(i int, _ string) mode {
+							if i == k {
+								return m
+							}
+							return pass
+						})
 					})
-				})
+				}
 			}
 		}
 	}
