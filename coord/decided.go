@@ -12,10 +12,11 @@ import "context"
 // I4). So such a request is answered 200 there, with the state committing, and its phase 2 and
 // its final write run behind the answer, as a committed answer's final write does (finals.go):
 //
-//   - the answer says "committing": its records are committed in Kafka (visible to
-//     read_committed consumers), its rows are not yet visible in PostgreSQL, for up to the
-//     phase 2 time (one COMMIT PREPARED round trip per database; at most the finish bound,
-//     after which recovery commits them);
+//   - the answer says "committing": its records are committed in Kafka (read_committed
+//     consumers see them once Kafka wrote its markers), its rows are not yet visible in
+//     PostgreSQL, for up to the phase 2 time (one COMMIT PREPARED round trip per database; at
+//     most the finish bound, after which recovery commits them);
+//   - it is counted as committed in the outcome metrics;
 //   - the request stays in flight with its transactional id until its final write ended, and a
 //     read of its id on this instance (Get, the same id sent again) waits for it and answers the
 //     final state; another instance reads the row prepared or committing: in doubt (202),

@@ -110,7 +110,11 @@ func (c *Coordinator) observeOutcome(t *Transaction, err error, start time.Time)
 			class = AsFailure(err).Class
 		}
 	}
-	c.cfg.Observer.ObserveOutcome(t.State, class)
+	state := t.State
+	if state == StateCommitting && err == nil {
+		state = StateCommitted // answered at its decision (D1): its outcome is the commit
+	}
+	c.cfg.Observer.ObserveOutcome(state, class)
 }
 
 // InFlightGIDs lists the global transactions this process is running right now, sorted (what a

@@ -22,6 +22,7 @@ func (e *env) decidedBody(id string) map[string]any {
 func TestDecidedAnswer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
+	before := e.scrape(t)
 
 	r := e.post(e.decidedBody("dec-1"))
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
@@ -32,6 +33,12 @@ func TestDecidedAnswer(t *testing.T) {
 	assert.Equal(t, "committed", g.str("state"), "%s", g.Raw)
 	assert.Equal(t, 1, countRows(t, e.db, "dec-1"))
 	assert.Equal(t, 1, e.committedWithKey("dec-1"))
+	// Counted as the commit it is, never as a state in doubt.
+	after := e.scrape(t)
+	v0, _ := before.get("kpgtx_transactions_total", "state", "committed", "class", "none")
+	assert.Equal(t, 1.0, after.val(t, "kpgtx_transactions_total", "state", "committed", "class", "none")-v0)
+	_, counted := after.get("kpgtx_transactions_total", "state", "committing", "class", "none")
+	assert.False(t, counted, "a decided answer is not counted committing")
 	// The same id again: the stored outcome, whatever answer it asks for.
 	again := e.post(map[string]any{"id": "dec-1", "sql": e.decidedBody("dec-1")["sql"], "kafka": e.decidedBody("dec-1")["kafka"]})
 	require.Equal(t, http.StatusOK, again.Status, "%s", again.Raw)
