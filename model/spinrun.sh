@@ -28,11 +28,25 @@ errors() { sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$1" | head -1; }
 #   MODE: safety | bfs | dfs | liveness     EXPECT: pass | violation
 #   (dfs: a mutant whose breadth-first search does not fit in memory; its counterexample is
 #   not the shortest)
+# The checks run MODEL_JOBS at a time (default: the number of cores, at most 4; each verifier
+# is single-threaded); their reports are printed in the order of the script by finish.
+jobs_max=${MODEL_JOBS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}
+names=()
 run() {
+  local name=$1
+  names+=("$name")
+  mkdir -p "$work/$name"
+  while (( $(jobs -rp | wc -l) >= jobs_max )); do wait -n || true; done
+  ( run_one "$@" ) 2>"$work/$name.report" &
+}
+
+# fail REASON: this check failed (run_one runs in a subshell of its own: finish collects it).
+fail() { echo "$1" >"$dir/FAILED"; }
+
+run_one() {
   local name=$1 mode=$2 expect=$3
   shift 3
   local dir="$work/$name" cc=(gcc -w) pan=(./pan)
-  mkdir -p "$dir"
   cp "$here/$model" "$dir/"
   local t0=$SECONDS
   case $mode in
@@ -46,7 +60,7 @@ run() {
   if ! (cd "$dir" && spin "${defs[@]}" -a "$model" >spin.out 2>&1 && "${cc[@]}" -o pan pan.c >cc.out 2>&1); then
     echo "== model: $name: could not build the verifier" >&2
     cat "$dir/spin.out" "$dir/cc.out" >&2 || true
-    failed+=("$name (build)")
+    fail "$name (build)"
     return
   fi
   (cd "$dir" && "${pan[@]}" >pan.out 2>&1) || true
@@ -54,7 +68,7 @@ run() {
   local n_err; n_err="$(errors "$out")"
   if grep -q "max search depth too small" "$out"; then
     echo "== model: $name: search depth too small; result incomplete" >&2
-    failed+=("$name (depth)")
+    fail "$name (depth)"
     return
   fi
   local what; what="$(grep -m1 -E '^pan:[0-9]+: |acceptance cycle' "$out" | sed 's/^pan:[0-9]*: *//' || true)"
@@ -66,7 +80,7 @@ run() {
       else
         echo "== model: $name: VIOLATION in the protocol as fixed: $what" >&2
         (cd "$dir" && spin -t -p -g "${defs[@]}" "$model" 2>&1 | tail -80) >&2 || true
-        failed+=("$name")
+        fail "$name"
       fi ;;
     violation)
       if [[ "${n_err:-0}" -ge 1 && -f "$dir/$model.trail" ]]; then
@@ -75,14 +89,20 @@ run() {
           "$name" "$len" "$(stored "$out")" "$secs" "$what" >&2
       else
         echo "== model: mutant $name: SPIN found NO violation (states $(stored "$out")): the model does not catch it" >&2
-        failed+=("mutant $name not caught")
+        fail "mutant $name not caught"
       fi ;;
   esac
 }
 
 # finish MESSAGE: the total time, then the failures (exit 1) or MESSAGE.
 finish() {
-  echo "== model: total $((SECONDS - total_start))s" >&2
+  wait
+  local n
+  for n in "${names[@]}"; do
+    cat "$work/$n.report" >&2
+    if [[ -f "$work/$n/FAILED" ]]; then failed+=("$(cat "$work/$n/FAILED")"); fi
+  done
+  echo "== model: total $((SECONDS - total_start))s ($jobs_max at a time)" >&2
   if ((${#failed[@]})); then
     printf '== model: FAILED: %s\n' "${failed[@]}" >&2
     exit 1
