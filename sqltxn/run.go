@@ -43,9 +43,9 @@ import (
 //
 // hold, when not nil, splits the batch in two: the work and the marker row, then, once hold
 // returned nil, PREPARE (or COMMIT) with the reset. A hold that fails leaves nothing prepared or
-// committed: the work is rolled back and hold's error returned as it is. The request whose row
-// is logged while its statements run uses it (I5: nothing is prepared before the row is
-// durable); one more round trip, instead of the log write's.
+// committed: the work is rolled back and hold's error returned as it is. A request whose row is
+// logged while its statements run uses it (I14: nothing is prepared before the row is
+// durable); one more round trip, instead of the log write's wait.
 func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Statement, gid string, onePhase bool, afterWork func(), hold func(context.Context) error) ([]coord.SQLResult, error) {
 	db, err := d.db(database)
 	if err != nil {

@@ -84,9 +84,9 @@ func BenchmarkRecovery(b *testing.B) {
 			b.ReportMetric(setup.Seconds()/float64(b.N), "setup-s")
 			// CPU per resolved transaction: with the machine's cores, the pass's bound.
 			n := float64(inDoubt * b.N)
-			b.ReportMetric(used.self.Sub(0)/n, "cpu-loop-ms/txn")
-			b.ReportMetric(used.postgres.Sub(0)/n, "cpu-pg-ms/txn")
-			b.ReportMetric(used.kafka.Sub(0)/n, "cpu-kafka-ms/txn")
+			b.ReportMetric(float64(used.self)/n, "cpu-loop-ms/txn")
+			b.ReportMetric(float64(used.postgres)/n, "cpu-pg-ms/txn")
+			b.ReportMetric(float64(used.kafka)/n, "cpu-kafka-ms/txn")
 		})
 	}
 }
