@@ -414,42 +414,13 @@ func (c *Coordinator) finishShared(members []*member) {
 		c.fault(FaultDecidedBeforePhase2)
 	}
 	pctx, st := c.step(ctx, PhasePhase2, SpanPhase2)
-	ok := make([]bool, len(members))
-	gids := map[string][]string{}
-	owner := map[string][][]int{} // per database, the members of each gid (several: a shared one)
-	seen := map[string]int{}      // sql gid → its index in gids[database]
+	ts := make([]*Transaction, len(members))
 	for i, m := range members {
-		ok[i] = true
-		for _, g := range m.w.t.SQLGIDs {
-			j, dup := seen[g.GID]
-			if !dup {
-				j = len(gids[g.Database])
-				seen[g.GID] = j
-				gids[g.Database] = append(gids[g.Database], g.GID)
-				owner[g.Database] = append(owner[g.Database], nil)
-			}
-			owner[g.Database][j] = append(owner[g.Database][j], i)
-		}
+		ts[i] = m.w.t
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for db := range gids {
-		wg.Go(func() {
-			errs := c.sql.CommitPreparedMany(pctx, db, gids[db])
-			mu.Lock()
-			defer mu.Unlock()
-			for j, err := range errs {
-				if err != nil {
-					for _, i := range owner[db][j] {
-						ok[i] = false
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
+	ok := CommitAll(pctx, c.sql, ts)
 	st.end(nil)
-	var ts []*Transaction
+	ts = make([]*Transaction, 0, len(members))
 	var done []*member
 	for i, m := range members {
 		switch {

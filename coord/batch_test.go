@@ -68,6 +68,14 @@ func runBatchWith(t *testing.T, shareSQL bool, faults func(*world) func(int, str
 // runBatchAnswer is runBatchWith with every request asking to be answered as answer says.
 func runBatchAnswer(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults func(*world) func(int, string) mode, failSQL ...string) *batchRun {
 	t.Helper()
+	r := runBatchOnly(t, shareSQL, answer, faults, failSQL...)
+	r.recover(nil)
+	return r
+}
+
+// runBatchOnly is runBatchAnswer without the recovery after the requests.
+func runBatchOnly(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults func(*world) func(int, string) mode, failSQL ...string) *batchRun {
+	t.Helper()
 	w := newWorld()
 	w.pauseAt = -1 // a resolver run inside a call runs to its end
 	for _, id := range failSQL {
@@ -105,20 +113,36 @@ func runBatchAnswer(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults
 	release()
 	wg.Wait()
 	require.NoError(t, c.WaitFinals(context.Background()), "the committed answers' final writes end")
-
-	// Recovery (as instance r), without faults, until every row is final.
-	w.at = nil
-	rules := coord.Rules{Log: log, SQL: sql, Kafka: kafka}
-	for range 5 {
-		for i := range members {
-			row, err := log.Get(context.Background(), fmt.Sprintf("r%d", i))
-			if err != nil || row.State.Final() {
-				continue
-			}
-			_, _ = rules.Resolve(context.Background(), row, coord.Fence{Instance: "r", Epoch: 1}, nil)
-		}
-	}
 	return r
+}
+
+// recover is recovery (as instance r) until every row is final: each round resolves the
+// prepared rows by the page (C1) and the others alone. faults, when set, decide the calls of
+// the first round; the rounds after it run without faults.
+func (r *batchRun) recover(faults func(*world) func(int, string) mode) {
+	ctx := context.Background()
+	log := fakeLog{r.w}
+	rules := coord.Rules{Log: log, SQL: fakeSQL{r.w}, Kafka: fakeKafka{r.w}}
+	by := coord.Fence{Instance: "r", Epoch: 1}
+	r.w.at = nil
+	if faults != nil {
+		r.w.at = faults(r.w)
+	}
+	for range 5 {
+		var page []*coord.Transaction
+		for i := range members {
+			row, err := log.Get(ctx, fmt.Sprintf("r%d", i))
+			switch {
+			case err != nil || row.State.Final():
+			case row.State == coord.StatePrepared:
+				page = append(page, row)
+			default:
+				_, _ = rules.Resolve(ctx, row, by, nil)
+			}
+		}
+		rules.ResolvePage(ctx, page, by, 2)
+		r.w.at = nil
+	}
 }
 
 func batchRequest(id string) coord.Request {

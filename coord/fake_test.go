@@ -57,6 +57,8 @@ type world struct {
 	resolve func()
 	// pauseAt is the resolver's call before which it stops (raceInterleave).
 	pauseAt int
+	// page: the resolver takes a prepared row by the page (C1, Rules.ResolvePage).
+	page bool
 
 	// joinedBegins counts the Begins marked patient for the log (coord.JoinedBegin), and
 	// joinedSealed keeps what each was told to stop waiting on.
@@ -347,6 +349,34 @@ func (l fakeLog) Claim(ctx context.Context, t *coord.Transaction, by coord.Fence
 	}
 	*t = *clone(row)
 	return nil
+}
+
+// ClaimMany: one call; each row its own compare-and-set, as Claim's.
+func (l fakeLog) ClaimMany(ctx context.Context, ts []*coord.Transaction, by coord.Fence) ([]*coord.Transaction, error) {
+	m := l.w.call(ctx, "log.claim")
+	if err := refusal(m, "log.claim"); err != nil {
+		return nil, err
+	}
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	var claimed []*coord.Transaction
+	for _, t := range ts {
+		to, ok := coord.ClaimState(t.State)
+		if !ok {
+			return nil, fmt.Errorf("claim %s: %s is final", t.GID, t.State)
+		}
+		row, ok := l.w.rows[t.GID]
+		if !ok || row.State != t.State || row.Owner != t.Owner || row.OwnerEpoch != t.OwnerEpoch ||
+			l.w.epochs[by.Instance] != by.Epoch {
+			continue
+		}
+		row.State, row.Owner, row.OwnerEpoch = to, by.Instance, by.Epoch
+		claimed = append(claimed, clone(row))
+	}
+	if m == failAfter {
+		return nil, errInjected
+	}
+	return claimed, nil
 }
 
 func (l fakeLog) Get(ctx context.Context, id string) (*coord.Transaction, error) {

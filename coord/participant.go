@@ -124,6 +124,11 @@ type Log interface {
 	// Claim makes the row by's and moves it to state to (claim before act): the resolver's
 	// first write, before it touches any participant.
 	Claim(ctx context.Context, t *Transaction, by Fence, to State) error
+	// ClaimMany claims several rows for by in one write (C1, page.go), each row its own
+	// compare-and-set on the state, owner and epoch read in ts, each keeping its state
+	// (ClaimState of a prepared or committing row); claimed are the rows it made by's, as
+	// they are now. err: no row is known to be claimed.
+	ClaimMany(ctx context.Context, ts []*Transaction, by Fence) (claimed []*Transaction, err error)
 	Get(ctx context.Context, id string) (*Transaction, error)
 }
 

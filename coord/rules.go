@@ -71,6 +71,13 @@ func (r Rules) Resolve(ctx context.Context, t *Transaction, by Fence,
 	if err != nil {
 		return t.State, err
 	}
+	return r.Finish(ctx, t, reword)
+}
+
+// Finish drives a row claimed by this resolver to its outcome (Decide) and logs the final state,
+// fenced by the claim's owner and epoch. Every step repeats idempotently, so a row whose earlier
+// attempt got part of the way is finished the same way.
+func (r Rules) Finish(ctx context.Context, t *Transaction, reword func(State, *ErrorDetail) *ErrorDetail) (State, error) {
 	final, detail, err := r.Decide(ctx, t)
 	if err != nil {
 		return t.State, err
@@ -145,16 +152,7 @@ func (r Rules) resumePrepared(ctx context.Context, t *Transaction) (State, *Erro
 	if r.Kafka == nil {
 		return "", nil, errors.New("a prepared transaction needs Kafka, and none is configured")
 	}
-	ectx, span := startSpan(ctx, SpanEndTxn)
-	kafkaAttrs(span, t.Kafka.KafkaIDs)
-	err := r.Kafka.EndTxn(ectx, t.Kafka.KafkaIDs, true)
-	switch {
-	case err == nil && span.IsRecording():
-		span.SetAttributes(AttrDecision.String(decision(true)))
-	case errors.Is(err, ErrKafkaAborted) && span.IsRecording():
-		span.SetAttributes(AttrDecision.String(decision(false)))
-	}
-	EndSpan(span, err)
+	err := r.endTxn(ctx, t.Kafka.KafkaIDs)
 	switch {
 	case err == nil:
 		return r.phase2(ctx, t, true, nil)

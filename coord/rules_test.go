@@ -50,8 +50,14 @@ func trialWith(t *testing.T, req coord.Request, pauseAt int, at func(n int, op s
 // trialOverlap is trialWith; overlap: the row is logged beside phase 1 (I14).
 func trialOverlap(t *testing.T, req coord.Request, pauseAt int, overlap bool, at func(n int, op string) mode) (answer error, w *world) {
 	t.Helper()
+	return trialFull(t, req, pauseAt, overlap, false, at)
+}
+
+// trialFull is trialOverlap; page: the resolver takes a prepared row by the page (C1).
+func trialFull(t *testing.T, req coord.Request, pauseAt int, overlap, page bool, at func(n int, op string) mode) (answer error, w *world) {
+	t.Helper()
 	w = newWorld()
-	w.pauseAt = pauseAt
+	w.pauseAt, w.page = pauseAt, page
 	// Validate fills in defaults: each trial gets its own copy of the shared shapes.
 	req.SQL, req.Kafka = slices.Clone(req.SQL), slices.Clone(req.Kafka)
 	log, sql, kafka := fakeLog{w}, fakeSQL{w}, fakeKafka{w}
@@ -69,7 +75,11 @@ func trialOverlap(t *testing.T, req coord.Request, pauseAt int, overlap bool, at
 		if err != nil || row.State.Final() {
 			return nil
 		}
-		_, err = rules.Resolve(ctx, row, coord.Fence{Instance: "r", Epoch: 1}, nil)
+		by := coord.Fence{Instance: "r", Epoch: 1}
+		if w.page && row.State == coord.StatePrepared {
+			return rules.ResolvePage(ctx, []*coord.Transaction{row}, by, 2)[0].Err // C1
+		}
+		_, err = rules.Resolve(ctx, row, by, nil)
 		return err
 	}
 	resolve := func() error { return resolveIn(ctx) }
@@ -171,17 +181,19 @@ func TestRulesFailAtEveryCall(t *testing.T) {
 
 func TestRulesClaimRacesLiveWriter(t *testing.T) {
 	t.Parallel()
-	for _, sh := range shapes {
-		n := calls(t, sh.req)
-		for k := range n {
-			t.Run(fmt.Sprintf("%s/claim before call %d", sh.name, k), func(t *testing.T) {
-				trial(t, sh.req, func(i int, _ string) mode {
-					if i == k {
-						return raceResolve
-					}
-					return pass
+	for _, page := range []bool{false, true} { // a prepared row resolved alone, or by the page (C1)
+		for _, sh := range shapes {
+			n := calls(t, sh.req)
+			for k := range n {
+				t.Run(fmt.Sprintf("page %t/%s/claim before call %d", page, sh.name, k), func(t *testing.T) {
+					trialFull(t, sh.req, -1, false, page, func(i int, _ string) mode {
+						if i == k {
+							return raceResolve
+						}
+						return pass
+					})
 				})
-			})
+			}
 		}
 	}
 }
@@ -192,18 +204,20 @@ func TestRulesClaimRacesLiveWriter(t *testing.T) {
 // commit, then the claim).
 func TestRulesResolverInterleaved(t *testing.T) {
 	t.Parallel()
-	for _, sh := range shapes {
-		n := calls(t, sh.req)
-		for k := range n {
-			for j := range 6 {
-				t.Run(fmt.Sprintf("%s/resolver from call %d paused at its call %d", sh.name, k, j), func(t *testing.T) {
-					trialWith(t, sh.req, j, func(i int, _ string) mode {
-						if i == k {
-							return raceInterleave
-						}
-						return pass
+	for _, page := range []bool{false, true} { // a prepared row resolved alone, or by the page (C1)
+		for _, sh := range shapes {
+			n := calls(t, sh.req)
+			for k := range n {
+				for j := range 6 {
+					t.Run(fmt.Sprintf("page %t/%s/resolver from call %d paused at its call %d", page, sh.name, k, j), func(t *testing.T) {
+						trialFull(t, sh.req, j, false, page, func(i int, _ string) mode {
+							if i == k {
+								return raceInterleave
+							}
+							return pass
+						})
 					})
-				})
+				}
 			}
 		}
 	}
@@ -213,26 +227,28 @@ func TestRulesResolverInterleaved(t *testing.T) {
 // by the rules, never twice.
 func TestRulesClaimLostThenRace(t *testing.T) {
 	t.Parallel()
-	for _, sh := range shapes {
-		n := calls(t, sh.req)
-		for k := range n {
-			t.Run(fmt.Sprintf("%s/claim before call %d, its first write lost", sh.name, k), func(t *testing.T) {
-				var mu sync.Mutex // the SQL and Kafka sides call concurrently
-				raced := false
-				trial(t, sh.req, func(i int, op string) mode {
-					mu.Lock()
-					defer mu.Unlock()
-					switch {
-					case i == k:
-						raced = true
-						return raceResolve
-					case raced && op == "log.claim":
-						raced = false
-						return failAfter
-					}
-					return pass
+	for _, page := range []bool{false, true} { // a prepared row resolved alone, or by the page (C1)
+		for _, sh := range shapes {
+			n := calls(t, sh.req)
+			for k := range n {
+				t.Run(fmt.Sprintf("page %t/%s/claim before call %d, its first write lost", page, sh.name, k), func(t *testing.T) {
+					var mu sync.Mutex // the SQL and Kafka sides call concurrently
+					raced := false
+					trialFull(t, sh.req, -1, false, page, func(i int, op string) mode {
+						mu.Lock()
+						defer mu.Unlock()
+						switch {
+						case i == k:
+							raced = true
+							return raceResolve
+						case raced && op == "log.claim":
+							raced = false
+							return failAfter
+						}
+						return pass
+					})
 				})
-			})
+			}
 		}
 	}
 }

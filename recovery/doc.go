@@ -33,6 +33,11 @@
 // evidence in its error. Only after the final state is durable is the transactional id returned
 // to the pool (I1).
 //
+// The prepared rows of a page of due rows are resolved together (C1, page.go and
+// coord.Rules.ResolvePage): one claim for all of them, one EndTxn per Kafka transaction (the
+// members of a shared one are decided by one answer), every SQL gid once, one final write; a row
+// that is not a clean commit goes the one-row way after its claim.
+//
 // Instances (I8): each holds a session-level advisory lock on a dedicated connection, keyed by
 // schema and instance id, and taking it bumps the instance's epoch (owner.go): every log write
 // of the instance is fenced by the epoch it holds. A second process with the same id cannot take

@@ -31,6 +31,9 @@ type Config struct {
 	BackoffBase, BackoffMax time.Duration
 	// Parallelism is how many transactions a pass resolves at once.
 	Parallelism int
+	// RowByRow resolves every row alone, prepared rows too, as passes did before C1
+	// (page.go): the recovery benchmark's baseline, in the same run.
+	RowByRow bool
 	// MarkerAge: marker rows of final transactions older than this are deleted.
 	MarkerAge time.Duration
 	// KafkaTxnTimeout is the producers' transaction timeout, to explain aborts.
@@ -302,19 +305,24 @@ func (l *Loop) resolveDue(ctx context.Context, instance string, activeGuard time
 		if err != nil {
 			return err
 		}
-		var todo []*coord.Transaction
+		var todo, prepared []*coord.Transaction
 		for _, t := range rows {
 			if !tried[t.GID] && !(instance == l.cfg.Instance && l.coord.InFlight(t.GID)) {
 				tried[t.GID] = true
-				todo = append(todo, t)
+				if t.State == coord.StatePrepared && !l.cfg.RowByRow {
+					prepared = append(prepared, t) // by the page (C1)
+				} else {
+					todo = append(todo, t)
+				}
 			}
 		}
-		if len(todo) == 0 {
+		if len(todo)+len(prepared) == 0 {
 			return nil
 		}
+		l.resolvePage(ctx, prepared, instance == l.cfg.Instance, st)
 		sem := make(chan struct{}, l.cfg.Parallelism)
 		var wg sync.WaitGroup
-		for _, group := range batchMates(todo) {
+		for _, group := range coord.Mates(todo) {
 			wg.Add(1)
 			sem <- struct{}{}
 			go func() {
@@ -344,27 +352,6 @@ func (l *Loop) resolveDue(ctx context.Context, instance string, activeGuard time
 
 // duePage is the least number of due rows a pass reads per query.
 const duePage = 512
-
-// batchMates groups the rows that were logged prepared with the same Kafka ids (the members of
-// one shared Kafka transaction, docs/batching.md): a group is resolved in order by one worker,
-// so its first EndTxn decides the Kafka transaction and the members after it are answered as
-// retries of that decision, instead of racing each other on the same ids. Every other row is a
-// group of its own. The order of first appearance is kept.
-func batchMates(rows []*coord.Transaction) [][]*coord.Transaction {
-	var groups [][]*coord.Transaction
-	index := map[coord.KafkaIDs]int{}
-	for _, t := range rows {
-		if t.State == coord.StatePrepared && t.Kafka != nil && t.Kafka.TransactionalID != "" {
-			if i, ok := index[t.Kafka.KafkaIDs]; ok {
-				groups[i] = append(groups[i], t)
-				continue
-			}
-			index[t.Kafka.KafkaIDs] = len(groups)
-		}
-		groups = append(groups, []*coord.Transaction{t})
-	}
-	return groups
-}
 
 // backoff is exponential in the attempt count with full jitter in [d/2, d].
 func (l *Loop) backoff(attempts int) time.Duration {

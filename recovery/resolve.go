@@ -58,19 +58,31 @@ func (l *Loop) resolveWith(ctx context.Context, t *coord.Transaction, own bool,
 		return errMovedOn
 	}
 	if err != nil {
-		attempts, _, _ := l.log.Attempts(ctx, t.GID)
-		if rerr := l.log.RecordAttempt(ctx, t.GID, err.Error(), l.backoff(attempts)); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-		l.cfg.Logger.Warn("recovery attempt failed; retrying after backoff", "gid", t.GID,
-			"state", t.State, "attempts", attempts+1, "error", err)
-		return err
+		return l.failed(ctx, t, err)
 	}
+	l.resolved(ctx, t, to, own)
+	return nil
+}
+
+// failed records a failed attempt at t (its count and error, the next attempt after backoff)
+// and returns err, with the recording's own error if any.
+func (l *Loop) failed(ctx context.Context, t *coord.Transaction, err error) error {
+	attempts, _, _ := l.log.Attempts(ctx, t.GID)
+	if rerr := l.log.RecordAttempt(ctx, t.GID, err.Error(), l.backoff(attempts)); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	l.cfg.Logger.Warn("recovery attempt failed; retrying after backoff", "gid", t.GID,
+		"state", t.State, "attempts", attempts+1, "error", err)
+	return err
+}
+
+// resolved says that t reached its final state to and, for this instance's own rows, returns
+// its transactional id to the pool (I1: only now that the final state is durable).
+func (l *Loop) resolved(ctx context.Context, t *coord.Transaction, to coord.State, own bool) {
 	l.cfg.Logger.Info("in-doubt transaction resolved", "gid", t.GID, "state", to)
 	if own {
 		l.release(ctx, t)
 	}
-	return nil
 }
 
 // rules are the protocol's decisions over this loop's participants.

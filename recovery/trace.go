@@ -11,12 +11,16 @@ import (
 )
 
 // Traces of the loop (coord/trace.go has the protocol's): every pass is one span, and every
-// transaction a pass (or an operator's retry) resolves is one span under it, with the row's
-// gid, request id and state before, the outcome after, and the rules' own spans (claim, EndTxn,
-// phase 2 per database, final write) below it.
+// transaction a pass (or an operator's retry) resolves alone is one span under it, with the
+// row's gid, request id and state before, the outcome after, and the rules' own spans (claim,
+// EndTxn, phase 2 per database, final write) below it. The prepared rows a pass resolves by
+// the page (C1) have a page's span under the pass, with the rules' spans of the page (one
+// claim, an EndTxn per Kafka transaction, phase 2, one final write) and one span per
+// transaction, with its outcome, below it.
 const (
-	SpanPass    = "kpgtx.recovery.pass"
-	SpanResolve = "kpgtx.recovery.resolve"
+	SpanPass        = "kpgtx.recovery.pass"
+	SpanResolve     = "kpgtx.recovery.resolve"
+	SpanResolvePage = "kpgtx.recovery.resolve_page"
 )
 
 // Attributes of a pass and of a resolved transaction.

@@ -20,10 +20,13 @@
 #                        batch's offsets in the transaction (pipeline) vs by hand without
 #                        atomicity (pipeline-by-hand: SQL commit, produce, commitSync); txn/s is
 #                        records/s, p50/p99 a batch's latency, the ratios against the by-hand row
-#   BenchmarkRecovery    one recovery pass over 10,000 in-doubt transactions, serial (parallelism 1)
-#                        vs parallel (16): pass time, txn/s, untimed setup (setup-s); needs
-#                        max_prepared_transactions >= 10,000 (services.sh sets 12000); several
-#                        minutes on a 2-core machine, most of them the serial pass
+#   BenchmarkRecovery    one recovery pass over 10,000 in-doubt transactions, alone (each its own
+#                        Kafka and SQL transaction) and as batch members (16 per transaction),
+#                        each resolved row by row (the baseline) and by the page (C1): pass
+#                        time, txn/s, CPU per transaction of the loop, PostgreSQL and the broker,
+#                        untimed setup (setup-s); BENCH_RECOVERY chooses the runs; needs
+#                        max_prepared_transactions >= 10,000 (services.sh sets 12000); about
+#                        three minutes on a 2-core machine
 # Extra arguments go to go test (e.g. -count=3). BENCH_ROUNDS=N runs the whole benchmark N times,
 # one go test after the other, so that every round has each variant next to the others: -count
 # runs each variant its N times in a row, and on a shared machine a slow stretch then lands on

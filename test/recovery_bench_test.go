@@ -22,11 +22,17 @@ import (
 // BenchmarkRecovery measures one recovery pass over 10,000 in-doubt transactions, each left
 // exactly as a coordinator killed after logging prepared leaves it (SQL prepared with its
 // marker row, Kafka transaction open and flushed, the log row prepared with the ids), at
-// parallelism 1 (the baseline: one transaction after the other) and 16 (the default), and at 16
-// with every EndTxn on the one admin connection (endtxn-conns=1, kafkatxn/enders.go: the
-// broker answers one request per connection at a time) against the default 8 connections.
-// BENCH_RECOVERY=par/conns,… chooses the runs (default 1/8,16/1,16/8). Setting them up is not
-// timed; it is reported as setup-s.
+// parallelism 1 (one Kafka transaction after the other) and 16 (the default), and at 16 with
+// every EndTxn on the one admin connection (endtxn-conns=1, kafkatxn/enders.go: the broker
+// answers one request per connection at a time) against the default 8 connections. mates is
+// how many requests share each Kafka transaction and each SQL transaction: 1, every request
+// alone (each its own transactional id and gid); 16, the members of batches, as a coordinator
+// killed at c=64 leaves them (docs/batching.md). The prepared rows are resolved by the page
+// (C1): one claim and one final write per page, one EndTxn per Kafka transaction, each gid
+// once; page=false resolves every row alone, as passes did before (the baseline, in the same
+// run). BENCH_RECOVERY=par/conns/mates/page,… chooses the runs (page 1 or 0; default
+// 16/8/1/0,16/8/1/1,16/8/16/0,16/8/16/1).
+// Setting them up is not timed; it is reported as setup-s.
 //
 // PostgreSQL must hold 10,000 prepared transactions at once: scripts/services.sh sets
 // max_prepared_transactions = 12000 (a server started before it must be restarted).
@@ -35,15 +41,15 @@ import (
 func BenchmarkRecovery(b *testing.B) {
 	const inDoubt = 10000
 	cpu := servicePIDs(b)
-	runs := "1/8,16/1,16/8"
+	runs := "16/8/1/0,16/8/1/1,16/8/16/0,16/8/16/1"
 	if s := os.Getenv("BENCH_RECOVERY"); s != "" {
 		runs = s
 	}
 	for _, r := range strings.Split(runs, ",") {
-		var par, conns int
-		_, err := fmt.Sscanf(r, "%d/%d", &par, &conns)
-		require.NoError(b, err, "BENCH_RECOVERY=%q: parallelism/connections,…", runs)
-		b.Run(fmt.Sprintf("in-doubt=%d/parallelism=%d/endtxn-conns=%d", inDoubt, par, conns), func(b *testing.B) {
+		var par, conns, mates, page int
+		_, err := fmt.Sscanf(r, "%d/%d/%d/%d", &par, &conns, &mates, &page)
+		require.NoError(b, err, "BENCH_RECOVERY=%q: parallelism/connections/mates/page,…", runs)
+		b.Run(fmt.Sprintf("in-doubt=%d/parallelism=%d/endtxn-conns=%d/mates=%d/page=%t", inDoubt, par, conns, mates, page == 1), func(b *testing.B) {
 			var setup time.Duration
 			var used cpuSample // CPU of the timed passes: the loop (this process), PostgreSQL, the broker
 			for range b.N {
@@ -58,11 +64,11 @@ func BenchmarkRecovery(b *testing.B) {
 				}})
 				requirePreparedSlots(b, e, inDoubt)
 				began := time.Now()
-				makeInDoubt(b, e, inDoubt)
+				makeInDoubt(b, e, inDoubt, mates)
 				setup += time.Since(began)
 				e.svc.Kafka.SetEndTxnConns(conns)
 				loop := recovery.New(recovery.Config{Instance: e.cfg.Instance, GIDPrefix: e.cfg.GIDPrefix,
-					Parallelism: par, Logger: slog.New(slog.DiscardHandler)}, e.svc.Ownership, e.svc.Log, e.svc.SQL, e.svc.Kafka, e.svc.Coord)
+					Parallelism: par, RowByRow: page == 0, Logger: slog.New(slog.DiscardHandler)}, e.svc.Ownership, e.svc.Log, e.svc.SQL, e.svc.Kafka, e.svc.Coord)
 				before := cpu.sample(b, os.Getpid())
 				b.StartTimer()
 				st, err := loop.RunOnce(context.Background())
@@ -108,9 +114,10 @@ func requirePreparedSlots(b *testing.B, e *env, n int) {
 const setupWorkers = 16
 
 // makeInDoubt creates n transactions in state prepared, the way a coordinator that died right
-// after logging prepared leaves them. Each has its own transactional id (one open transaction
-// per id), outside the pool.
-func makeInDoubt(b *testing.B, e *env, n int) {
+// after logging prepared leaves them. mates=1: each has its own transactional id (one open
+// transaction per id) and its own gid, outside the pool; more: groups of mates share one Kafka
+// transaction and one SQL transaction, as a batch's members do.
+func makeInDoubt(b *testing.B, e *env, n, mates int) {
 	b.Helper()
 	// A pool of its own: one connection per worker (the test's pool has a handful).
 	pc, err := pgxpool.ParseConfig(e.cfg.DatabaseURL)
@@ -121,10 +128,54 @@ func makeInDoubt(b *testing.B, e *env, n int) {
 	defer pool.Close()
 	g, ctx := errgroup.WithContext(context.Background())
 	g.SetLimit(setupWorkers)
-	for i := range n {
-		g.Go(func() error { return prepareOne(ctx, e, pool, fmt.Sprintf("rb%05d", i)) })
+	for i := 0; i < n; i += mates {
+		if mates <= 1 {
+			g.Go(func() error { return prepareOne(ctx, e, pool, fmt.Sprintf("rb%05d", i)) })
+			continue
+		}
+		g.Go(func() error { return prepareMates(ctx, e, pool, i, min(mates, n-i)) })
 	}
 	require.NoError(b, g.Wait())
+}
+
+// prepareMates leaves k requests (rb<first>…) as a batch's members that died after the batch's
+// prepared write: each logged with the batch's Kafka ids and its own record, their SQL work in
+// one shared prepared transaction registered with them (S2), the Kafka transaction open.
+func prepareMates(ctx context.Context, e *env, pool *pgxpool.Pool, first, k int) error {
+	fence, err := e.svc.Ownership.Fence()
+	if err != nil {
+		return err
+	}
+	// A shared gid as coord names one (sharedsql.go): <prefix>_+<instance>+<hex>@<database>.
+	sqlGID := fmt.Sprintf("%s_+%s+%016x@%s", e.cfg.GIDPrefix, e.cfg.Instance, first, coord.DefaultDatabase)
+	ts := make([]*coord.Transaction, k)
+	shared := coord.SharedGID{Database: coord.DefaultDatabase, GID: sqlGID}
+	work := "BEGIN;\n"
+	for j := range ts {
+		id := fmt.Sprintf("rb%05d", first+j)
+		gid := e.svc.Coord.GID(id)
+		ts[j] = &coord.Transaction{ID: id, GID: gid, Instance: e.cfg.Instance, State: coord.StateActive,
+			Owner: fence.Instance, OwnerEpoch: fence.Epoch, Digest: []byte(id),
+			SQLGIDs: []coord.SQLGID{{Database: coord.DefaultDatabase, GID: sqlGID}}}
+		if _, _, err := e.svc.Log.Begin(ctx, ts[j]); err != nil {
+			return err
+		}
+		shared.Members = append(shared.Members, gid)
+		work += fmt.Sprintf("INSERT INTO orders (id, total) VALUES ('%s', 1);\n", id)
+	}
+	work += fmt.Sprintf("INSERT INTO coordinator_markers (gid) VALUES ('%s');\nPREPARE TRANSACTION '%s'", sqlGID, sqlGID)
+	if _, err := pool.Exec(ctx, work); err != nil {
+		return fmt.Errorf("prepare %s: %w", sqlGID, err)
+	}
+	ks, err := openDeadTxnWith(ctx, e, fmt.Sprintf("%s-dead-batch-%05d", e.prefix, first), k)
+	if err != nil {
+		return err
+	}
+	for j, t := range ts {
+		t.Kafka = &coord.KafkaState{KafkaIDs: ks.KafkaIDs, PreparedState: ks.PreparedState,
+			Records: ks.Records[j : j+1]}
+	}
+	return e.svc.Log.PreparedBatch(ctx, ts, []coord.SharedGID{shared})
 }
 
 func prepareOne(ctx context.Context, e *env, pool *pgxpool.Pool, id string) error {
@@ -159,6 +210,11 @@ PREPARE TRANSACTION '%s'`, id, sqlGID, sqlGID)); err != nil {
 // transaction open until its timeout; the benchmark's check that every row ends committed
 // (EndTxn(commit) by the stored ids succeeded) relies on it.
 func openDeadTxn(ctx context.Context, e *env, txnID string) (*coord.KafkaState, error) {
+	return openDeadTxnWith(ctx, e, txnID, 1)
+}
+
+// openDeadTxnWith is openDeadTxn with n records, one per member of a batch.
+func openDeadTxnWith(ctx context.Context, e *env, txnID string, n int) (*coord.KafkaState, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.TransactionalID(txnID),
 		kgo.TransactionTimeout(e.cfg.KafkaTxnTimeout))
 	if err != nil {
@@ -168,17 +224,21 @@ func openDeadTxn(ctx context.Context, e *env, txnID string) (*coord.KafkaState, 
 	if err := cl.BeginTransaction(); err != nil {
 		return nil, err
 	}
-	r, err := cl.ProduceSync(ctx, &kgo.Record{Topic: e.topic, Key: []byte(txnID), Value: []byte("v")}).First()
-	if err != nil {
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: e.topic, Key: []byte(fmt.Sprintf("%s-%d", txnID, i)), Value: []byte("v")}
+	}
+	res := cl.ProduceSync(ctx, recs...)
+	if err := res.FirstErr(); err != nil {
 		return nil, fmt.Errorf("produce as %s: %w", txnID, err)
 	}
 	pid, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
 		return nil, err
 	}
-	k := &coord.KafkaState{
-		KafkaIDs: coord.KafkaIDs{TransactionalID: txnID, ProducerID: pid, ProducerEpoch: epoch},
-		Records:  []coord.RecordOffset{{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}},
+	k := &coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: txnID, ProducerID: pid, ProducerEpoch: epoch}}
+	for _, r := range res {
+		k.Records = append(k.Records, coord.RecordOffset{Topic: r.Record.Topic, Partition: r.Record.Partition, Offset: r.Record.Offset})
 	}
 	k.PreparedState = k.KafkaIDs.PreparedState()
 	return k, nil

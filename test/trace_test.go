@@ -228,8 +228,8 @@ func TestTraceAbortedRequest(t *testing.T) {
 	assert.Empty(t, spans[coord.SpanLogPrepared])
 }
 
-// A recovery pass is a span, with one span per transaction it resolved, and the rules' steps
-// under that.
+// A recovery pass is a span; the prepared rows it resolves by the page (C1) have a page's span
+// under it, with one span per transaction and the rules' steps of the page under that.
 func TestTraceRecoveryPass(t *testing.T) {
 	t.Parallel()
 	e, exp := tracedEnv(t)
@@ -239,9 +239,17 @@ func TestTraceRecoveryPass(t *testing.T) {
 
 	// The pass's span ends after the whole pass: wait for it too.
 	var (
-		resolve, pass tracetest.SpanStub
-		spans         tracetest.SpanStubs
+		resolve, page, pass tracetest.SpanStub
+		spans               tracetest.SpanStubs
 	)
+	parent := func(of tracetest.SpanStub) (tracetest.SpanStub, bool) {
+		for _, s := range spans {
+			if s.SpanContext.SpanID() == of.Parent.SpanID() {
+				return s, true
+			}
+		}
+		return tracetest.SpanStub{}, false
+	}
 	require.Eventually(t, func() bool {
 		spans = exp.GetSpans()
 		found := false
@@ -253,13 +261,11 @@ func TestTraceRecoveryPass(t *testing.T) {
 		if !found {
 			return false
 		}
-		for _, s := range spans {
-			if s.SpanContext.SpanID() == resolve.Parent.SpanID() {
-				pass = s
-				return true
-			}
+		if page, found = parent(resolve); !found {
+			return false
 		}
-		return false
+		pass, found = parent(page)
+		return found
 	}, time.Minute, 20*time.Millisecond, "recovery resolves %s in a traced pass", gid)
 	got, err := e.svc.Log.Get(ctx, "tr-3")
 	require.NoError(t, err)
@@ -269,12 +275,14 @@ func TestTraceRecoveryPass(t *testing.T) {
 	assert.Equal(t, "committed", ra[recovery.AttrOutcome].AsString())
 	assert.Equal(t, "prepared", ra[coord.AttrState].AsString(), "the state it was found in")
 	assert.Equal(t, e.prefix+"-dead-tr-3", ra[coord.AttrTransactionalID].AsString())
-	assert.Equal(t, recovery.SpanPass, pass.Name, "under its pass")
+	assert.Equal(t, recovery.SpanResolvePage, page.Name, "under its page")
+	assert.EqualValues(t, 1, spanAttrs(page)[recovery.AttrResolved].AsInt64())
+	assert.Equal(t, recovery.SpanPass, pass.Name, "the page under its pass")
 	assert.Positive(t, spanAttrs(pass)[recovery.AttrResolved].AsInt64())
 
 	children := map[string]int{}
 	for _, s := range spans {
-		if s.Parent.SpanID() == resolve.SpanContext.SpanID() {
+		if s.Parent.SpanID() == page.SpanContext.SpanID() && s.Name != recovery.SpanResolve {
 			children[s.Name]++
 		}
 	}

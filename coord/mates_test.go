@@ -1,4 +1,4 @@
-package recovery
+package coord_test
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 	"github.com/kpgtx/coordinator/coord"
 )
 
-func TestBatchMates(t *testing.T) {
+func TestMates(t *testing.T) {
 	t.Parallel()
 	ids := func(tid string, pid int64, epoch int16) *coord.KafkaState {
 		return &coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: tid, ProducerID: pid, ProducerEpoch: epoch}}
@@ -53,7 +53,7 @@ func TestBatchMates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			assert.Equal(t, tt.want, gids(batchMates(tt.rows)))
+			assert.Equal(t, tt.want, gids(coord.Mates(tt.rows)))
 		})
 	}
 }
