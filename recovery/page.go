@@ -25,6 +25,7 @@ func (l *Loop) resolvePage(ctx context.Context, ts []*coord.Transaction, own boo
 	results := l.rules().ResolvePage(rctx, ts, by, l.cfg.Parallelism)
 	cancel()
 	var resolved, failed int
+	ids := map[string]bool{} // the pool ids the page's resolved rows held: each released once
 	for _, r := range results {
 		_, rs := coord.StartSpan(ctx, SpanResolve)
 		coord.TransactionAttrs(rs, r.T)
@@ -38,9 +39,17 @@ func (l *Loop) resolvePage(ctx context.Context, ts []*coord.Transaction, own boo
 			_ = l.failed(ctx, r.T, r.Err)
 			failed++
 		default:
-			l.resolved(ctx, r.T, r.State, own)
+			l.cfg.Logger.Info("in-doubt transaction resolved", "gid", r.T.GID, "state", r.State)
+			if own {
+				if id := l.idOf(r.T); id != "" {
+					ids[id] = true
+				}
+			}
 			resolved++
 		}
+	}
+	for id := range ids { // I1: the rows' final states are durable
+		l.releaseID(ctx, id)
 	}
 	st.Resolved += resolved
 	st.Failed += failed

@@ -108,8 +108,16 @@ func (o oracle) Outcome(ctx context.Context, ids coord.KafkaIDs, recs []coord.Re
 // release returns the transaction's id to this instance's pool once no transaction in doubt
 // names it (I1).
 func (l *Loop) release(ctx context.Context, t *coord.Transaction) {
+	if id := l.idOf(t); id != "" {
+		l.releaseID(ctx, id)
+	}
+}
+
+// idOf is the pool id a resolved transaction held: the one it left quarantined, or its
+// logged one ("" without Kafka, or when the id is not this instance's).
+func (l *Loop) idOf(t *coord.Transaction) string {
 	if l.kafka == nil {
-		return
+		return ""
 	}
 	id := ""
 	if t.Kafka != nil {
@@ -119,8 +127,13 @@ func (l *Loop) release(ctx context.Context, t *coord.Transaction) {
 		id = qid
 	}
 	if id == "" || !l.kafka.Owns(id) {
-		return
+		return ""
 	}
+	return id
+}
+
+// releaseID returns a pool id once no transaction in doubt names it (I1).
+func (l *Loop) releaseID(ctx context.Context, id string) {
 	if busy, err := l.log.TransactionalIDInDoubt(ctx, id); err != nil || busy {
 		return
 	}
