@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS coordinator_transactions_due;
