@@ -74,22 +74,31 @@ func TestBatchUpdateReachesRowsByKey(t *testing.T) {
 	}
 	owners, epochs := []string{"a", "a", "a"}, []int64{epoch, epoch, epoch}
 	empty := []string{"[]", "[]", "[]"}
-	cases := []struct {
-		name string
-		sql  string
-		args []any
-	}{
-		{"committed batch", txlog.CommittedBatchSQL, []any{gidsOf(prepared), owners, epochs, nil}},
+	const byKey = "Index Scan coordinator_transactions_pkey"
+	checkPlans(t, pool, []planCase{
+		{"committed batch", txlog.CommittedBatchSQL, []any{gidsOf(prepared), owners, epochs, nil}, byKey},
 		{"prepared batch", txlog.PreparedBatchSQL, []any{gidsOf(active), owners, epochs, empty, empty, empty,
-			ids.TransactionalID, ids.ProducerID, ids.ProducerEpoch, ids.PreparedState()}},
-	}
+			ids.TransactionalID, ids.ProducerID, ids.ProducerEpoch, ids.PreparedState()}, byKey},
+	})
+}
+
+// planCase is a statement whose every read of the log's rows must be want ("<node> <index>").
+type planCase struct {
+	name, sql string
+	args      []any
+	want      string
+}
+
+// checkPlans checks each case's plan, as made for its arguments and as the generic plan.
+func checkPlans(t *testing.T, pool *pgxpool.Pool, cases []planCase) {
+	t.Helper()
 	for _, c := range cases {
 		for _, mode := range []string{"auto", "force_generic_plan"} {
 			t.Run(c.name+"/"+mode, func(t *testing.T) {
 				scans := planScans(t, pool, mode, c.sql, c.args)
 				require.NotEmpty(t, scans, "the plan reads coordinator_transactions")
 				for _, s := range scans {
-					assert.Equal(t, "Index Scan coordinator_transactions_pkey", s, "every read of the log's rows")
+					assert.Equal(t, c.want, s, "every read of the log's rows")
 				}
 			})
 		}
@@ -170,25 +179,10 @@ func TestDueReadsItsPage(t *testing.T) {
 	for i, tr := range page {
 		gids[i], from[i], to[i], owners[i], epochs[i] = tr.GID, "active", "aborting", "a", epoch
 	}
-	cases := []struct {
-		name, sql string
-		args      []any
-		want      string
-	}{
+	checkPlans(t, pool, []planCase{
 		{"due", txlog.DueSQL, []any{"a", 512, "0s"}, "Index Scan coordinator_transactions_due"},
 		{"claim", txlog.ClaimManySQL, []any{gids, from, to, owners, epochs, "r", int64(1)}, "Index Scan coordinator_transactions_pkey"},
-	}
-	for _, c := range cases {
-		for _, mode := range []string{"auto", "force_generic_plan"} {
-			t.Run(c.name+"/"+mode, func(t *testing.T) {
-				scans := planScans(t, pool, mode, c.sql, c.args)
-				require.NotEmpty(t, scans, "the plan reads coordinator_transactions")
-				for _, s := range scans {
-					assert.Equal(t, c.want, s, "every read of the log's rows")
-				}
-			})
-		}
-	}
+	})
 	rows, err := l.Due(ctx, "a", 0, 512)
 	require.NoError(t, err)
 	require.Len(t, rows, 512, "a page")
