@@ -352,8 +352,8 @@ func (l *Loop) resolveDue(ctx context.Context, instance string, activeGuard time
 
 // duePage is the least number of due rows a pass reads per query. A page's prepared rows are
 // resolved together (C1), so a larger page is fewer reads, claims and final writes, and more
-// Kafka transactions decided at once: 10,000 batch members (16 per transaction) took 1.8 s
-// in pages of 2,048 against 3.2 s in pages of 512 (BenchmarkRecovery, alternating runs).
+// Kafka transactions decided at once (BenchmarkRecovery: about half the pass's time against
+// pages of 512, docs/decisions.md).
 const duePage = 2048
 
 // backoff is exponential in the attempt count with full jitter in [d/2, d].

@@ -14,8 +14,8 @@ func (l *Log) SeparateBegins() { l.group.separate = true }
 // PreparedBatchSQL and CommittedBatchSQL are the batch writes' statements, for their plans.
 var PreparedBatchSQL, CommittedBatchSQL = preparedBatchSQL, committedBatchSQL
 
-// DueSQL and ClaimManySQL are a recovery pass's read of its due rows and its page's claim.
-var DueSQL, ClaimManySQL = dueSQL, claimManySQL
+// ClaimManySQL is a recovery page's claim, for its plan.
+var ClaimManySQL = claimManySQL
 
 // SetGatherWait changes how long a writer may hold a patient Begin (groupCommit.gather).
 func (l *Log) SetGatherWait(d time.Duration) { l.group.hold = d }

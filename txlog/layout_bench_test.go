@@ -36,7 +36,7 @@ CREATE INDEX coordinator_transactions_open_created ON coordinator_transactions (
 CREATE INDEX coordinator_transactions_created ON coordinator_transactions (created_at, gid)`},
 	{"ff80-nostate", `ALTER TABLE coordinator_transactions SET (fillfactor = 80);
 DROP INDEX coordinator_transactions_state_created;
-DROP INDEX coordinator_transactions_due;
+DROP INDEX coordinator_transactions_in_doubt;
 CREATE INDEX coordinator_transactions_created ON coordinator_transactions (created_at, gid)`},
 }
 

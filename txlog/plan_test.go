@@ -145,11 +145,9 @@ type planNode struct {
 	Plans    []planNode `json:"Plans"`
 }
 
-// A recovery pass reads its due rows a page at a time, in deadline order, from the due index
-// (migration 000009): the plan reads the index in order and stops at the page, without
-// reading and sorting every row in doubt (it did with the in-doubt index: 100 ms a page with
-// 10,000 rows in doubt). The page's claim reaches each row by its primary key.
-func TestDueReadsItsPage(t *testing.T) {
+// A page's claim (C1) reaches each row by its primary key, as the batch writes do, with
+// thousands of rows in doubt; and the pass reads its page of them.
+func TestClaimManyReachesRowsByKey(t *testing.T) {
 	t.Parallel()
 	l, pool := newLog(t)
 	ctx := context.Background()
@@ -180,7 +178,6 @@ func TestDueReadsItsPage(t *testing.T) {
 		gids[i], from[i], to[i], owners[i], epochs[i] = tr.GID, "active", "aborting", "a", epoch
 	}
 	checkPlans(t, pool, []planCase{
-		{"due", txlog.DueSQL, []any{"a", 512, "0s"}, "Index Scan coordinator_transactions_due"},
 		{"claim", txlog.ClaimManySQL, []any{gids, from, to, owners, epochs, "r", int64(1)}, "Index Scan coordinator_transactions_pkey"},
 	})
 	rows, err := l.Due(ctx, "a", 0, 512)

@@ -31,9 +31,8 @@ func (l *Log) Due(ctx context.Context, instance string, activeGuard time.Duratio
 	return out, rows.Err()
 }
 
-// dueSQL reads the due rows in deadline order from the due index (migration 000009), which
-// holds only rows in doubt: a page reads its own rows, not all of them
-// (TestDueReadsItsPage).
+// dueSQL reads the due rows in deadline order. It reads every row in doubt of the instance
+// (the in-doubt index) to order them: a page of 2,048 took about 100 ms with 10,000 in doubt.
 var dueSQL = `SELECT ` + columns + ` FROM coordinator_transactions
 WHERE instance_id = $1 AND state IN ('active', 'aborting', 'prepared', 'committing') AND next_attempt_at <= now()
   AND (state <> 'active' OR created_at <= now() - $3::interval)

@@ -1,1 +1,0 @@
-DROP INDEX CONCURRENTLY IF EXISTS coordinator_transactions_due;
