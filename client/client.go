@@ -32,6 +32,9 @@ type Client struct {
 	poll        time.Duration
 	maxPoll     time.Duration
 	maxBody     int64
+	// pause waits between attempts and between polls; sleep, unless a test needs to act
+	// exactly while the client waits.
+	pause func(ctx context.Context, d time.Duration) error
 }
 
 // Option configures New.
@@ -152,6 +155,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		poll:        200 * time.Millisecond,
 		maxPoll:     2 * time.Second,
 		maxBody:     64 << 20,
+		pause:       sleep,
 	}
 	for _, o := range opts {
 		if err := o(c); err != nil {
@@ -218,7 +222,7 @@ func (c *Client) do(ctx context.Context, k call) (answer, error) {
 			}
 			return a, c.errorOf(a, k.outcomes)
 		}
-		if err := sleep(ctx, c.backoff(attempt, a.retryAfter)); err != nil {
+		if err := c.pause(ctx, c.backoff(attempt, a.retryAfter)); err != nil {
 			if a.status != 0 {
 				e := c.errorOf(a, k.outcomes)
 				e.Err = err

@@ -236,13 +236,14 @@ func TestContext(t *testing.T) {
 		s, url := serve(t, scripted{503, "3600", txnRetriable})
 		c := newClient(t, url, WithBackoff(time.Millisecond, 2*time.Hour))
 		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			for len(s.requests()) == 0 {
-				time.Sleep(time.Millisecond)
-			}
-			cancel()
-		}()
+		var waited time.Duration
+		c.pause = func(ctx context.Context, d time.Duration) error {
+			waited = d
+			cancel() // the context ends while the client waits for the Retry-After
+			return sleep(ctx, d)
+		}
 		_, err := c.Submit(ctx, order)
+		assert.Equal(t, time.Hour, waited, "the server's Retry-After, not the client's backoff")
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.ErrorIs(t, err, ErrUnavailable)
 		assert.Len(t, s.requests(), 1)

@@ -67,7 +67,7 @@ func (c *Client) Wait(ctx context.Context, id string) (*Transaction, error) {
 		default: // unreachable or busy: ask again
 			lastErr = err
 		}
-		if err := sleep(ctx, interval); err != nil {
+		if err := c.pause(ctx, interval); err != nil {
 			e := &Error{Status: http.StatusAccepted, Transaction: last, Message: "outcome not known yet", Err: err}
 			if lastErr != nil {
 				e.Err = errors.Join(err, lastErr)
