@@ -39,7 +39,10 @@ import (
 // transaction of the coordinator and of PostgreSQL as BenchmarkThroughput does, the preload's
 // time and each log's size.
 //
-// GROWTH_LOGS chooses the logs (default "empty full expiring").
+// GROWTH_LOGS chooses the logs (default "empty full expiring"). GROWTH_ROUNDS=N runs the
+// throughput figures N times on the same preload (its sub-benchmarks then repeat, "#01" and on),
+// each concurrency's order alternating from round to round, so that a slow stretch of a shared
+// machine does not land on one log alone; take the medians.
 //
 //	GROWTH_ROWS=1000000 go test ./test -run '^$' -bench BenchmarkGrowth -benchtime 3000x -timeout 2h
 func BenchmarkGrowth(b *testing.B) {
@@ -128,11 +131,19 @@ func BenchmarkGrowth(b *testing.B) {
 			l.warmID = id
 		}
 	}
+	rounds := 1
+	if s := os.Getenv("GROWTH_ROUNDS"); s != "" {
+		var err error
+		rounds, err = strconv.Atoi(s)
+		require.NoError(b, err, "GROWTH_ROUNDS")
+		require.Positive(b, rounds, "GROWTH_ROUNDS")
+	}
 	order := slices.Clone(logs)
 	if os.Getenv("BENCH_ORDER") == "reverse" {
 		slices.Reverse(order)
 	}
-	for _, c := range []int{16, 64} {
+	for round := range rounds * 2 {
+		c := []int{16, 64}[round%2]
 		for _, l := range order {
 			b.Run(fmt.Sprintf("%s/c=%d", l.name, c), func(b *testing.B) {
 				before := cpu.sample(b, l.pid)
@@ -144,7 +155,9 @@ func BenchmarkGrowth(b *testing.B) {
 				b.ReportMetric(float64(l.size.Rows)/1e6, "preloaded-Mrows")
 			})
 		}
-		slices.Reverse(order) // the next concurrency sees the other order
+		if round%2 == 0 || rounds == 1 {
+			slices.Reverse(order) // the next concurrency, or the next round's c=16, sees the other order
+		}
 	}
 	// The reads of one row, of the newest page and of the in-doubt view, which must not depend on
 	// the number of final rows either.
