@@ -103,6 +103,14 @@ func unacknowledged(err error) *coord.Failure {
 	return f
 }
 
+// topicsUnrecorded classifies a failed Config.RecordTopics: the coordinator's own log did not
+// take the topics, and nothing was produced, so the caller may retry (503): retriable and
+// Unavailable, as a failed log write before anything ran.
+func topicsUnrecorded(topics []string, err error) *coord.Failure {
+	return &coord.Failure{Participant: coord.ParticipantCoordinator, Class: coord.ClassRetriable, Unavailable: true,
+		Err: fmt.Errorf("recording topics %v for the hanging-transaction scans: %w", topics, err)}
+}
+
 // endTxnRetriable lists the EndTxn answers that a resend with the same ids may turn into a
 // clear outcome. kgo itself only retries coordinator moves; CONCURRENT_TRANSACTIONS (the
 // previous transaction on the id is still completing) must be retried by us.

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kpgtx/coordinator/coord"
 )
 
 // Hanging transactions (upstream KAFKA-20734). A broker can complete a transaction in its
@@ -137,20 +140,56 @@ func (h connectHook) OnBrokerConnect(meta kgo.BrokerMetadata, d time.Duration, c
 	restartHook{p: h.p}.OnBrokerConnect(meta, d, c, err)
 }
 
-// RememberTopics adds topics to those the scans check (the topics of recent transactions in the
-// log, at startup: the pool itself learns the topics it writes to).
+// RememberTopics adds topics to those the scans check (the topics recorded within the last day,
+// at startup: the pool itself learns the topics it writes to). They count as not recorded by
+// this process: the first record of each records it again (recordTopics).
 func (p *Pool) RememberTopics(topics ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, t := range topics {
-		p.touched[t] = true
+		if _, ok := p.touched[t]; !ok {
+			p.touched[t] = time.Time{}
+		}
 	}
 }
 
-func (p *Pool) rememberTopic(topic string) {
+// topicRecordEvery is how often a topic in use is recorded again: a restart looks at the topics
+// recorded within the last day, so a topic written to all along must not look older than that.
+const topicRecordEvery = time.Hour
+
+// recordTopics remembers the topics of recs for the hanging scans and, with Config.RecordTopics,
+// records those this process has not recorded within topicRecordEvery before any of their
+// records is produced (H1 in docs/design.md): a restart must find every topic a transaction of
+// the last day may have left open (txlog.Log.RecentTopics). A failure is the log's: nothing is
+// produced, and the next call tries again.
+func (p *Pool) recordTopics(ctx context.Context, recs []coord.Record) error {
+	now := time.Now()
+	var due []string
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.touched[topic] = true
+	for _, r := range recs {
+		at, ok := p.touched[r.Topic]
+		if !ok {
+			p.touched[r.Topic] = time.Time{}
+		}
+		if p.cfg.RecordTopics != nil && now.Sub(at) >= topicRecordEvery && !slices.Contains(due, r.Topic) {
+			due = append(due, r.Topic)
+		}
+	}
+	p.mu.Unlock()
+	if len(due) == 0 {
+		return nil
+	}
+	if err := p.cfg.RecordTopics(ctx, due); err != nil {
+		return topicsUnrecorded(due, err)
+	}
+	p.mu.Lock()
+	for _, t := range due {
+		if p.touched[t].Before(now) {
+			p.touched[t] = now
+		}
+	}
+	p.mu.Unlock()
+	return nil
 }
 
 func (p *Pool) touchedTopics() []string {

@@ -2,11 +2,15 @@ package kafkatxn
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kpgtx/coordinator/coord"
@@ -119,4 +123,73 @@ func TestAcquireWaitsForTheRestartCheck(t *testing.T) {
 	assert.True(t, coord.AsFailure(err).Unavailable)
 	assert.Equal(t, 1, p.Detail().Hanging)
 	kt.Release(true)
+}
+
+// TestCheckRecordsRecordsTopics: a topic is recorded (Config.RecordTopics) before its first
+// record, once within topicRecordEvery, again once that is over, and after a failed recording;
+// a failed recording fails the check as the coordinator's own retriable failure.
+func TestCheckRecordsRecordsTopics(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders", "payments"))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var calls [][]string
+	var fail error
+	p, err := NewPool(ctx, Config{Brokers: c.ListenAddrs(), IDPrefix: "ut", Instance: "i", PoolSize: 1,
+		TransactionTimeout: 10 * time.Second, RecordTopics: func(_ context.Context, topics []string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, slices.Clone(topics))
+			return fail
+		}}, nil)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	recorded := func() [][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := calls
+		calls = nil
+		return out
+	}
+	orders := []coord.Record{{Topic: "orders", Value: key("1")}, {Topic: "orders", Value: key("2")}}
+	both := append(slices.Clone(orders), coord.Record{Topic: "payments", Value: key("3")})
+
+	require.NoError(t, p.CheckRecords(ctx, orders))
+	assert.Equal(t, [][]string{{"orders"}}, recorded(), "recorded once before its first record")
+	require.NoError(t, p.CheckRecords(ctx, orders))
+	assert.Empty(t, recorded(), "recorded within the hour: not again")
+
+	mu.Lock()
+	fail = errors.New("log down")
+	mu.Unlock()
+	err = p.CheckRecords(ctx, both)
+	var f *coord.Failure
+	require.ErrorAs(t, err, &f)
+	assert.Equal(t, coord.ParticipantCoordinator, f.Participant)
+	assert.True(t, f.Unavailable, "a 503: nothing was produced")
+	assert.Equal(t, [][]string{{"payments"}}, recorded(), "only the topic not recorded yet")
+	mu.Lock()
+	fail = nil
+	mu.Unlock()
+	require.NoError(t, p.CheckRecords(ctx, both))
+	assert.Equal(t, [][]string{{"payments"}}, recorded(), "a failed recording is tried again")
+
+	p.mu.Lock()
+	p.touched["orders"] = time.Now().Add(-topicRecordEvery - time.Minute)
+	p.mu.Unlock()
+	require.NoError(t, p.CheckRecords(ctx, both))
+	assert.Equal(t, [][]string{{"orders"}}, recorded(), "recorded again once the hour is over")
+
+	// Topics remembered at startup were recorded by an earlier run, perhaps nearly a day ago:
+	// this run records them again at their first record.
+	p.mu.Lock()
+	delete(p.touched, "payments")
+	p.mu.Unlock()
+	p.RememberTopics("payments")
+	assert.Contains(t, p.touchedTopics(), "payments", "scanned from the start")
+	require.NoError(t, p.CheckRecords(ctx, both))
+	assert.Equal(t, [][]string{{"payments"}}, recorded())
 }

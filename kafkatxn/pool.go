@@ -31,7 +31,12 @@ type Config struct {
 	// EndTxnConns is how many clients carry raw EndTxn requests (enders.go); 0: 8, 1: the
 	// admin client's connection alone.
 	EndTxnConns int
-	Logger      *slog.Logger
+	// RecordTopics, when set, makes topics durable as written to (txlog.Log.RecordTopics), so
+	// that a restart's hanging scans find them (RememberTopics) without reading the log's rows.
+	// CheckRecords calls it before the first record of a topic is produced, and again when the
+	// topic was last recorded over topicRecordEvery ago; its error fails CheckRecords.
+	RecordTopics func(ctx context.Context, topics []string) error
+	Logger       *slog.Logger
 }
 
 // Pool leases transactional producers, one kgo client per transactional.id.
@@ -50,11 +55,13 @@ type Pool struct {
 	releasing   map[string]bool      // quarantined ids being returned (Unquarantine)
 	since       map[string]time.Time // when each quarantined id was quarantined
 	topics      map[string]topicInfo
-	touched     map[string]bool // topics this pool writes to: the hanging scans check them
-	leases      leaseBook       // which ids requests hold (list.go)
-	watch       restartWatch    // signs of a broker restart, hanging transactions (hanging.go)
-	tv          txnVersion      // the cluster's transaction version and the group clients (offsets.go)
-	enders      enders          // the clients raw EndTxn requests go out on (enders.go)
+	// touched: the topics this pool writes to (the hanging scans check them), each with when
+	// this process last recorded it (zero: not yet).
+	touched map[string]time.Time
+	leases  leaseBook    // which ids requests hold (list.go)
+	watch   restartWatch // signs of a broker restart, hanging transactions (hanging.go)
+	tv      txnVersion   // the cluster's transaction version and the group clients (offsets.go)
+	enders  enders       // the clients raw EndTxn requests go out on (enders.go)
 }
 
 type producer struct {
@@ -105,7 +112,7 @@ func NewPool(ctx context.Context, cfg Config, quarantined []string) (*Pool, erro
 		releasing:   map[string]bool{},
 		since:       map[string]time.Time{},
 		topics:      map[string]topicInfo{},
-		touched:     map[string]bool{},
+		touched:     map[string]time.Time{},
 		// Generation 1: transactions of a previous run may hang; every id is checked before
 		// its first lease.
 		watch: restartWatch{gen: 1, reason: "startup", checked: map[string]uint64{}, leaders: map[string]int32{},
@@ -343,10 +350,7 @@ func (p *Pool) CheckRecords(ctx context.Context, recs []coord.Record) error {
 	if err := p.checkTopics(ctx, recs); err != nil {
 		return classify(err)
 	}
-	for _, r := range recs {
-		p.rememberTopic(r.Topic)
-	}
-	return nil
+	return p.recordTopics(ctx, recs)
 }
 
 func (p *Pool) checkTopics(ctx context.Context, recs []coord.Record) error {

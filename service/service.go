@@ -152,14 +152,16 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 			PoolSize:           cfg.PoolSize,
 			TransactionTimeout: cfg.KafkaTxnTimeout,
 			ClientOpts:         kopts,
+			RecordTopics:       s.Log.RecordTopics,
 			Logger:             logger,
 		}, quarantined)
 		if err != nil {
 			return nil, fmt.Errorf("KAFKA_BROKERS=%v%s: %w", cfg.Brokers, cfg.kafkaSecurityNote(), err)
 		}
 		kafka = s.Kafka
-		// The topics of recent transactions: hanging transactions of a previous run are looked
-		// for there before the first id is leased (kafkatxn/hanging.go).
+		// The topics written to within the last day (recorded before their first record,
+		// kafkatxn.Config.RecordTopics): hanging transactions of a previous run are looked for
+		// there before the first id is leased (kafkatxn/hanging.go).
 		topics, err := s.Log.RecentTopics(ctx, 24*time.Hour)
 		if err != nil {
 			return nil, err

@@ -51,14 +51,30 @@ func (l *Log) TransactionsOnPartition(ctx context.Context, transactionalID strin
 	return out, nil
 }
 
-// RecentTopics lists the Kafka topics of the transactions logged within the last period (the
-// topics a hanging-transaction scan must look at after a restart of the coordinator).
+// RecentTopics lists the Kafka topics recorded (RecordTopics) within the last period: the
+// topics a hanging-transaction scan must look at after a restart of the coordinator. It reads
+// coordinator_topics, one row per topic, so its cost does not grow with the log's rows.
 func (l *Log) RecentTopics(ctx context.Context, period time.Duration) ([]string, error) {
-	rows, err := l.pool.Query(ctx, `SELECT DISTINCT r->>'topic' FROM coordinator_transactions,
-	jsonb_array_elements(kafka_records) r
-WHERE created_at > now() - $1 * interval '1 second' AND kafka_records <> '[]'`, period.Seconds())
+	rows, err := l.pool.Query(ctx, `SELECT topic FROM coordinator_topics
+WHERE seen_at > now() - $1 * interval '1 second' ORDER BY topic`, period.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("txlog: recent topics: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	topics, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("txlog: recent topics: %w", err)
+	}
+	return topics, nil
+}
+
+// RecordTopics stores topics as written to now (kafkatxn.Config.RecordTopics: before an
+// instance first produces to a topic, and then hourly), durably before it returns.
+func (l *Log) RecordTopics(ctx context.Context, topics []string) error {
+	_, err := l.pool.Exec(ctx, `INSERT INTO coordinator_topics (topic, seen_at)
+SELECT DISTINCT t, now() FROM unnest($1::text[]) t
+ON CONFLICT (topic) DO UPDATE SET seen_at = EXCLUDED.seen_at`, topics)
+	if err != nil {
+		return fmt.Errorf("txlog: record topics %v: %w", topics, err)
+	}
+	return nil
 }
