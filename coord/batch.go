@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -271,14 +272,23 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 	}
 	c.releaseGroups(groups)
 	release()
-	if len(riders) > 1 && riders[0].out.commit && riders[0].out.decideErr == nil && riders[0].out.prepErr == nil {
-		c.finishShared(riders) // closes done of the members it answered
-	}
-	for _, m := range riders {
-		if m.out.answer == nil {
-			close(m.done)
+	finish := func() {
+		if len(riders) > 1 && riders[0].out.commit && riders[0].out.decideErr == nil && riders[0].out.prepErr == nil {
+			c.finishShared(riders) // closes done of the members it answered
+		}
+		for _, m := range riders {
+			if m.out.answer == nil {
+				close(m.done)
+			}
 		}
 	}
+	if slices.ContainsFunc(riders, func(m *member) bool { return m.w.req.Answer == AnswerDecided }) {
+		// D1: the leader runs on its own request's goroutine, and its answer too may be due at
+		// the decision: the batch's phase 2 must not hold it.
+		go finish()
+		return
+	}
+	finish()
 }
 
 // runBatch runs the Kafka phase of a sealed batch's riders (their SQL prepared) up to the

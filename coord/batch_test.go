@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +77,17 @@ func runBatchAnswer(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults
 // runBatchOnly is runBatchAnswer without the recovery after the requests.
 func runBatchOnly(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults func(*world) func(int, string) mode, failSQL ...string) *batchRun {
 	t.Helper()
+	r, _, wait := startBatch(t, shareSQL, answer, faults, failSQL...)
+	wait()
+	require.NoError(t, r.c.WaitFinals(context.Background()), "the committed answers' final writes end")
+	return r
+}
+
+// startBatch starts runBatchOnly's requests and lets their batch run: answered gets each
+// request's id as its Execute returns, and wait waits for all of them.
+func startBatch(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults func(*world) func(int, string) mode,
+	failSQL ...string) (r *batchRun, answered <-chan string, wait func()) {
+	t.Helper()
 	w := newWorld()
 	w.pauseAt = -1 // a resolver run inside a call runs to its end
 	for _, id := range failSQL {
@@ -90,7 +102,8 @@ func runBatchOnly(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults f
 		w.at = faults(w)
 	}
 	release := c.HoldBatchSlots()
-	r := &batchRun{w: w, c: c, answers: map[string]error{}}
+	r = &batchRun{w: w, c: c, answers: map[string]error{}}
+	done := make(chan string, members)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range members {
@@ -102,6 +115,7 @@ func runBatchOnly(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults f
 			mu.Lock()
 			r.answers[id] = err
 			mu.Unlock()
+			done <- id
 		})
 	}
 	joined := members - len(failSQL)
@@ -111,9 +125,7 @@ func runBatchOnly(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults f
 	require.Eventually(t, func() bool { return c.OpenBatchMembers() == joined }, 5*time.Second, time.Millisecond,
 		"the prepared requests gather in the open batch")
 	release()
-	wg.Wait()
-	require.NoError(t, c.WaitFinals(context.Background()), "the committed answers' final writes end")
-	return r
+	return r, done, wg.Wait
 }
 
 // recover is recovery (as instance r) until every row is final: each round resolves the
@@ -349,6 +361,51 @@ func TestBatchDecidedFaultAtEveryStep(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// D1 for every member of a batch, its leader included: each that asked is answered at the
+// batch's decision while the batch's phase 2 is still held (the leader, which runs the batch on
+// its own request's goroutine, leaves phase 2 to another one).
+func TestBatchDecidedAnswersBeforePhase2(t *testing.T) {
+	t.Parallel()
+	for _, shareSQL := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared sql %t", shareSQL), func(t *testing.T) {
+			t.Parallel()
+			hold := make(chan struct{})
+			var phase2 atomic.Int32
+			held := func(*world) func(int, string) mode {
+				return func(_ int, op string) mode {
+					if strings.HasPrefix(op, "sql.commit_prepared") {
+						phase2.Add(1)
+						select {
+						case <-hold:
+						case <-time.After(5 * time.Second): // the test has failed; let it end
+						}
+					}
+					return pass
+				}
+			}
+			r, answered, wait := startBatch(t, shareSQL, coord.AnswerDecided, held)
+			for range members {
+				select {
+				case <-answered:
+				case <-time.After(3 * time.Second):
+					close(hold)
+					wait()
+					t.Fatalf("a member was not answered while phase 2 was held (answers: %v)", r.answers)
+				}
+			}
+			assert.Positive(t, phase2.Load(), "phase 2 had begun, and was held")
+			close(hold)
+			wait()
+			require.NoError(t, r.c.WaitFinals(context.Background()))
+			r.recover(nil)
+			for id, st := range r.check(t) {
+				assert.Equal(t, coord.StateCommitted, st, id)
+				assert.NoError(t, r.answers[id], id)
+			}
+		})
 	}
 }
 
