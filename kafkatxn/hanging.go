@@ -160,36 +160,71 @@ const topicRecordEvery = time.Hour
 // recordTopics remembers the topics of recs for the hanging scans and, with Config.RecordTopics,
 // records those this process has not recorded within topicRecordEvery before any of their
 // records is produced (H1 in docs/design.md): a restart must find every topic a transaction of
-// the last day may have left open (txlog.Log.RecentTopics). A failure is the log's: nothing is
-// produced, and the next call tries again.
+// the last day may have left open (txlog.Log.RecentTopics). One caller records a topic at a
+// time; the others wait for it only when this process never recorded the topic (a refresh
+// finds it durable already), so a burst of requests on a topic makes one write, not one each.
+// A failure is the log's: nothing is produced, and the next call tries again.
 func (p *Pool) recordTopics(ctx context.Context, recs []coord.Record) error {
+	for {
+		due, waitFor, wait := p.dueTopics(recs)
+		switch {
+		case len(due) > 0:
+			err := p.cfg.RecordTopics(ctx, due)
+			p.topicsRecorded(due, err)
+			if err != nil {
+				return topicsUnrecorded(due, err)
+			}
+		case wait != nil:
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return topicsUnrecorded([]string{waitFor}, ctx.Err())
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// dueTopics remembers the topics of recs and claims those this caller must record (due); wait
+// is closed when another caller's recording of waitFor, a topic this process never recorded,
+// ends.
+func (p *Pool) dueTopics(recs []coord.Record) (due []string, waitFor string, wait chan struct{}) {
 	now := time.Now()
-	var due []string
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, r := range recs {
 		at, ok := p.touched[r.Topic]
 		if !ok {
 			p.touched[r.Topic] = time.Time{}
 		}
-		if p.cfg.RecordTopics != nil && now.Sub(at) >= topicRecordEvery && !slices.Contains(due, r.Topic) {
-			due = append(due, r.Topic)
+		if p.cfg.RecordTopics == nil || now.Sub(at) < topicRecordEvery || slices.Contains(due, r.Topic) {
+			continue
 		}
+		if busy, ok := p.recording[r.Topic]; ok {
+			if at.IsZero() && wait == nil {
+				waitFor, wait = r.Topic, busy
+			}
+			continue
+		}
+		p.recording[r.Topic] = make(chan struct{})
+		due = append(due, r.Topic)
 	}
-	p.mu.Unlock()
-	if len(due) == 0 {
-		return nil
-	}
-	if err := p.cfg.RecordTopics(ctx, due); err != nil {
-		return topicsUnrecorded(due, err)
-	}
+	return due, waitFor, wait
+}
+
+// topicsRecorded ends the recording of topics (err: it failed) and wakes its waiters.
+func (p *Pool) topicsRecorded(topics []string, err error) {
+	now := time.Now()
 	p.mu.Lock()
-	for _, t := range due {
-		if p.touched[t].Before(now) {
+	defer p.mu.Unlock()
+	for _, t := range topics {
+		close(p.recording[t])
+		delete(p.recording, t)
+		if err == nil {
 			p.touched[t] = now
 		}
 	}
-	p.mu.Unlock()
-	return nil
 }
 
 func (p *Pool) touchedTopics() []string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,4 +193,61 @@ func TestCheckRecordsRecordsTopics(t *testing.T) {
 	assert.Contains(t, p.touchedTopics(), "payments", "scanned from the start")
 	require.NoError(t, p.CheckRecords(ctx, both))
 	assert.Equal(t, [][]string{{"payments"}}, recorded())
+}
+
+// TestRecordTopicsOnceForABurst: requests arriving together on a topic never recorded make one
+// recording, and none of them goes on before it ended; a refresh due meanwhile holds nobody.
+func TestRecordTopicsOnceForABurst(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var calls atomic.Int32
+	release := make(chan struct{})
+	p, err := NewPool(ctx, Config{Brokers: c.ListenAddrs(), IDPrefix: "ut", Instance: "i", PoolSize: 1,
+		TransactionTimeout: 10 * time.Second, RecordTopics: func(context.Context, []string) error {
+			calls.Add(1)
+			<-release
+			return nil
+		}}, nil)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	recs := []coord.Record{{Topic: "orders", Value: key("1")}}
+	require.NoError(t, p.checkTopics(ctx, recs)) // metadata first, so the burst meets only the recording
+
+	const burst = 8
+	var returned atomic.Int32
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Go(func() {
+			assert.NoError(t, p.CheckRecords(ctx, recs))
+			returned.Add(1)
+		})
+	}
+	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	assert.Zero(t, returned.Load(), "nobody goes on before the topic is recorded")
+	close(release)
+	wg.Wait()
+	assert.EqualValues(t, 1, calls.Load(), "one recording for the burst")
+
+	// A refresh under way: the topic is durable already, so the others do not wait for it.
+	p.mu.Lock()
+	p.touched["orders"] = time.Now().Add(-topicRecordEvery - time.Minute)
+	p.mu.Unlock()
+	hold := make(chan struct{})
+	p.cfg.RecordTopics = func(context.Context, []string) error {
+		calls.Add(1)
+		<-hold
+		return nil
+	}
+	refreshed := make(chan error, 1)
+	go func() { refreshed <- p.CheckRecords(ctx, recs) }()
+	require.Eventually(t, func() bool { return calls.Load() == 2 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, p.CheckRecords(ctx, recs), "not held by the refresh")
+	assert.EqualValues(t, 2, calls.Load(), "the refresh is the only recording")
+	close(hold)
+	require.NoError(t, <-refreshed)
 }

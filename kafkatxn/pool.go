@@ -57,11 +57,12 @@ type Pool struct {
 	topics      map[string]topicInfo
 	// touched: the topics this pool writes to (the hanging scans check them), each with when
 	// this process last recorded it (zero: not yet).
-	touched map[string]time.Time
-	leases  leaseBook    // which ids requests hold (list.go)
-	watch   restartWatch // signs of a broker restart, hanging transactions (hanging.go)
-	tv      txnVersion   // the cluster's transaction version and the group clients (offsets.go)
-	enders  enders       // the clients raw EndTxn requests go out on (enders.go)
+	touched   map[string]time.Time
+	recording map[string]chan struct{} // topics being recorded (recordTopics), closed when done
+	leases    leaseBook                // which ids requests hold (list.go)
+	watch     restartWatch             // signs of a broker restart, hanging transactions (hanging.go)
+	tv        txnVersion               // the cluster's transaction version and the group clients (offsets.go)
+	enders    enders                   // the clients raw EndTxn requests go out on (enders.go)
 }
 
 type producer struct {
@@ -113,6 +114,7 @@ func NewPool(ctx context.Context, cfg Config, quarantined []string) (*Pool, erro
 		since:       map[string]time.Time{},
 		topics:      map[string]topicInfo{},
 		touched:     map[string]time.Time{},
+		recording:   map[string]chan struct{}{},
 		// Generation 1: transactions of a previous run may hang; every id is checked before
 		// its first lease.
 		watch: restartWatch{gen: 1, reason: "startup", checked: map[string]uint64{}, leaders: map[string]int32{},
