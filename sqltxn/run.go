@@ -178,15 +178,24 @@ func (d *Databases) endFailed(ctx context.Context, conn *pgxpool.Conn, db *datab
 // enterSQL runs right after BEGIN: it remembers the transaction's id in a transaction-local
 // setting, which the guards compare with the current transaction. While it is set, the
 // coordinator's tables refuse writes (owntables.go).
-const enterSQL = "SELECT pg_catalog.set_config('kpgtx.xid', pg_catalog.pg_current_xact_id()::text, true)"
+const enterSQL = "SELECT " + enterExpr
+
+// enterExpr is enterSQL's expression; with a statement role, roleExpr follows it.
+const (
+	enterExpr = "pg_catalog.set_config('kpgtx.xid', pg_catalog.pg_current_xact_id()::text, true)"
+	roleExpr  = "pg_catalog.set_config('role', $1, true)"
+)
 
 // The coordinator's statements that differ with a statement role, built once: [0] without one,
 // [1] with one, its name the statement's $1 (queueAs).
 var (
-	enterStmts     = [2]string{enterSQL, enterSQL + ", pg_catalog.set_config('role', $1, true)"}
-	guardStmts     = [2]string{guardSQL(false), guardSQL(true)}
-	lastGuardStmts = [2]string{"SELECT " + lastGuard(false), "SELECT " + lastGuard(true)}
-	lastGuards     = [2]string{lastGuard(false), lastGuard(true)}
+	enterStmts = [2]string{enterSQL, enterSQL + ", " + roleExpr}
+	guardStmts = [2]string{guardSQL(false), guardSQL(true)}
+	lastGuards = [2]string{lastGuard(false), lastGuard(true)}
+	// guardEnterStmts end a shared transaction's member (sqltxn/shared.go): its last
+	// statement's guard, then the enter statement for the next member (or for leaveSQL).
+	guardEnterStmts = [2]string{"SELECT " + lastGuard(false) + ", " + enterExpr,
+		"SELECT " + lastGuard(true) + ", " + enterExpr + ", " + roleExpr}
 )
 
 // queueAs queues stmts[1] with the statement role as $1, or stmts[0] when there is none ("").

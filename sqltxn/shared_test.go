@@ -2,6 +2,7 @@ package sqltxn
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -173,4 +174,47 @@ END$$`)
 	assert.Nil(t, run.Excluded[1])
 	require.NoError(t, d.CommitPrepared(ctx, "default", gid))
 	assert.Equal(t, []string{"kept", "kept2"}, committedIDs(t, admin, schema))
+}
+
+// Each member's savepoint nests in the one before it (none is released): with many members and
+// failures next to each other, first and last, each failure takes back its own member's work
+// alone, and the members after it see the work of every member before them that was kept.
+func TestRunSharedNestedSavepoints(t *testing.T) {
+	t.Parallel()
+	d, admin, schema := testDatabases(t, Options{})
+	ctx := context.Background()
+	const n = 64
+	fails := map[int]bool{0: true, 5: true, 6: true, 31: true, n - 1: true}
+	members := make([][]coord.Statement, n)
+	var want []string
+	for i := range n {
+		id := fmt.Sprintf("m%02d", i)
+		if fails[i] {
+			// Its first statement writes, its second fails: the write must go with it.
+			members[i] = stmts("INSERT INTO orders VALUES ('"+id+"')", "SELECT 1/0")
+			continue
+		}
+		members[i] = stmts("INSERT INTO orders VALUES ('"+id+"')",
+			"SELECT pg_catalog.set_config('application_name', '"+id+"', true)",
+			"SELECT count(*) AS n FROM orders")
+		want = append(want, id)
+	}
+	gid := schema + "_+nested@default"
+	run := d.RunShared(ctx, "default", members, gid, nil)
+	require.NoError(t, run.Err)
+	kept := 0
+	for i := range n {
+		if fails[i] {
+			require.Error(t, run.Excluded[i], "member %d", i)
+			assert.Equal(t, "22012", coord.AsFailure(run.Excluded[i]).SQLState, "member %d: its own error", i)
+			continue
+		}
+		require.NoError(t, run.Excluded[i], "member %d", i)
+		kept++
+		assert.EqualValues(t, kept, run.Results[i][2].Rows[0]["n"], "member %d sees the kept members before it and itself", i)
+	}
+	assert.Equal(t, 1, preparedGIDs(t, admin, gid))
+	require.NoError(t, d.CommitPrepared(ctx, "default", gid))
+	assert.Equal(t, want, committedIDs(t, admin, schema))
+	assertReset(t, d, schema+"_after")
 }
