@@ -136,3 +136,24 @@ func TestHoldEpoch(t *testing.T) {
 	defer func() { _ = tx.Rollback(ctx) }()
 	require.ErrorIs(t, txlog.HoldEpoch(ctx, tx, "a", taken), txlog.ErrEpochMoved)
 }
+
+// ConfigurePool's session settings replace those the connection string carries: the lock
+// timeout, and no JIT compilation (whose cost a growing table's estimates would make every
+// sweep pay).
+func TestConfigurePoolSessionSettings(t *testing.T) {
+	t.Parallel()
+	_, dsn, _ := pgtest.Schema(t)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["jit"] = "on"
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "1min"
+	txlog.ConfigurePool(cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	var jit, lock string
+	require.NoError(t, pool.QueryRow(context.Background(),
+		"SELECT current_setting('jit'), current_setting('lock_timeout')").Scan(&jit, &lock))
+	assert.Equal(t, "off", jit)
+	assert.Equal(t, "2s", lock)
+}
