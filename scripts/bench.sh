@@ -13,7 +13,9 @@
 #                        the by-hand dual write (not atomic), at c=1, 16, 64, 256: throughput, p50, p99,
 #                        ratios to the dual write (x dual/s, x p50), the p50 against the protocol's
 #                        floor inline-2pc-logged (x floor), CPU per committed transaction of the
-#                        coordinator, PostgreSQL and the Kafka broker (from /proc)
+#                        coordinator, PostgreSQL and the Kafka broker (from /proc), and the
+#                        machine's idle and stolen shares over each run (idle %, steal %: a
+#                        run near 0 % idle was bound by CPU; stolen time is other tenants')
 #   BenchmarkPipeline    a consume-transform-write pipeline end to end, by 1 and 3 members of
 #                        one consumer group (rows "1m", "3m"): each input record one insert and
 #                        one output record, batches as polled; through the coordinator with the
@@ -104,20 +106,22 @@ END {
   most = 0
   for (k in rounds) if (rounds[k] > most) most = rounds[k]
   if (most > 1) printf "\n(each figure: the median of %d rounds)", most
-  printf "\n%-19s %4s %9s %8s %8s %9s %8s %8s %14s %12s %14s %9s %9s %9s %9s\n", "variant", "c", "txn/s", "p50 ms", "p99 ms", "x dual/s", "x p50", "x floor", "coord ms/txn", "pg ms/txn", "kafka ms/txn", "shared %", "members", "sql sh %", "coord MB"
+  printf "\n%-19s %4s %9s %8s %8s %9s %8s %8s %14s %12s %14s %9s %9s %9s %9s %7s %8s\n", "variant", "c", "txn/s", "p50 ms", "p99 ms", "x dual/s", "x p50", "x floor", "coord ms/txn", "pg ms/txn", "kafka ms/txn", "shared %", "members", "sql sh %", "coord MB", "idle %", "steal %"
   for (j = 1; j <= nc; j++) for (k = 1; k <= nv; k++) {
     c = cs[j]; n = vs[k]
     if (!((n, c, "txn/s") in v)) continue
     ref = (n ~ /^pipeline/ ? "pipeline-by-hand" : "dual-write")
     d = v[ref, c, "txn/s"]; dp = v[ref, c, "p50-ms"]; fp = v["inline-2pc-logged", c, "p50-ms"]
-    printf "%-19s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %8s %14.3f %12.3f %14.3f %9s %9s %9s %9s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
+    printf "%-19s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %8s %14.3f %12.3f %14.3f %9s %9s %9s %9s %7s %8s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
       (d > 0 ? v[n, c, "txn/s"] / d : 0), (dp > 0 ? v[n, c, "p50-ms"] / dp : 0),
       (fp > 0 && n !~ /^pipeline/ ? sprintf("%.2f", v[n, c, "p50-ms"] / fp) : "-"),
       v[n, c, "cpu-coord-ms/txn"], v[n, c, "cpu-pg-ms/txn"], v[n, c, "cpu-kafka-ms/txn"],
       ((n, c, "shared-%") in v ? sprintf("%.0f", v[n, c, "shared-%"]) : "-"),
       ((n, c, "members/shared-txn") in v ? sprintf("%.1f", v[n, c, "members/shared-txn"]) : "-"),
       ((n, c, "sql-shared-%") in v ? sprintf("%.0f", v[n, c, "sql-shared-%"]) : "-"),
-      ((n, c, "rss-MB") in v ? sprintf("%.0f", v[n, c, "rss-MB"]) : "-")
+      ((n, c, "rss-MB") in v ? sprintf("%.0f", v[n, c, "rss-MB"]) : "-"),
+      ((n, c, "host-idle-%") in v ? sprintf("%.0f", v[n, c, "host-idle-%"]) : "-"),
+      ((n, c, "host-steal-%") in v ? sprintf("%.1f", v[n, c, "host-steal-%"]) : "-")
   }
 }' "$out"
 

@@ -200,9 +200,9 @@ func BenchmarkThroughput(b *testing.B) {
 				if v.url != "" {
 					shared0 = scrapeURL(b, v.url+"/metrics")
 				}
-				before := cpu.sample(b, v.pid)
+				before, host0 := cpu.sample(b, v.pid), readHostCPU(b)
 				run(b, c, v.op)
-				after := cpu.sample(b, v.pid)
+				after, host1 := cpu.sample(b, v.pid), readHostCPU(b)
 				if shared0 != nil {
 					// How many requests rode in shared Kafka transactions, and how many shared each.
 					shared1 := scrapeURL(b, v.url+"/metrics")
@@ -231,6 +231,12 @@ func BenchmarkThroughput(b *testing.B) {
 				b.ReportMetric(after.self.Sub(before.self)/n, "cpu-coord-ms/txn")
 				b.ReportMetric(after.postgres.Sub(before.postgres)/n, "cpu-pg-ms/txn")
 				b.ReportMetric(after.kafka.Sub(before.kafka)/n, "cpu-kafka-ms/txn")
+				// The machine's idle and stolen shares over the run: a run with little idle time
+				// was bound by CPU, and one with stolen time shared the cores with other tenants,
+				// whose load moves a figure without any change of code.
+				idle, steal := host1.since(host0)
+				b.ReportMetric(idle, "host-idle-%")
+				b.ReportMetric(steal, "host-steal-%")
 			})
 		}
 	}
@@ -360,6 +366,44 @@ func (p cpuPIDs) sample(b *testing.B, self int) cpuSample {
 		}
 	}
 	return s
+}
+
+// hostCPU is the machine's CPU time from /proc/stat's first line, in clock ticks: all of it,
+// idle (idle and iowait) and stolen by the hypervisor.
+type hostCPU struct{ total, idle, steal float64 }
+
+func readHostCPU(b *testing.B) hostCPU {
+	b.Helper()
+	raw, err := os.ReadFile("/proc/stat")
+	require.NoError(b, err)
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	require.GreaterOrEqual(b, len(f), 9, "/proc/stat: %q", line)
+	var h hostCPU
+	for i, v := range f[1:] {
+		if i >= 8 { // guest time is counted in user already
+			break
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		require.NoError(b, err, "/proc/stat: %q", line)
+		h.total += x
+		switch i {
+		case 3, 4:
+			h.idle += x
+		case 7:
+			h.steal += x
+		}
+	}
+	return h
+}
+
+// since is the idle and stolen shares of the machine's time between o and h, in percent.
+func (h hostCPU) since(o hostCPU) (idle, steal float64) {
+	t := h.total - o.total
+	if t <= 0 {
+		return 0, 0
+	}
+	return 100 * (h.idle - o.idle) / t, 100 * (h.steal - o.steal) / t
 }
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's times (100 on Linux).
