@@ -88,7 +88,7 @@ done
 # With -count N or BENCH_ROUNDS=N every figure is the median of the N rounds (the ratios are of
 # the medians), so that one slow round does not make the table.
 awk '
-/^Benchmark(Throughput|Pipeline)\// {
+/^Benchmark(Throughput|Pipeline)\// && $2 ~ /^[0-9]+$/ { # results (name, iterations, ...), not BENCH_PHASES reports
   split($1, parts, "/"); variant = parts[2]; c = parts[3]; sub(/-[0-9]+$/, "", c); sub(/^c=/, "", c)
   for (i = 3; i < NF; i += 2) { k = variant SUBSEP c SUBSEP $(i+1); n = ++cnt[k]; all[k, n] = $i }
   rounds[variant, c]++
