@@ -176,10 +176,10 @@ END$$`)
 	assert.Equal(t, []string{"kept", "kept2"}, committedIDs(t, admin, schema))
 }
 
-// Each member's savepoint nests in the one before it (none is released): with many members and
-// failures next to each other, first and last, each failure takes back its own member's work
-// alone, and the members after it see the work of every member before them that was kept.
-func TestRunSharedNestedSavepoints(t *testing.T) {
+// Many members with failures next to each other, first and last: each failure takes back its
+// own member's work alone, and the members after it see the work of every member before them
+// that was kept.
+func TestRunSharedManyMembers(t *testing.T) {
 	t.Parallel()
 	d, admin, schema := testDatabases(t, Options{})
 	ctx := context.Background()
@@ -199,7 +199,7 @@ func TestRunSharedNestedSavepoints(t *testing.T) {
 			"SELECT count(*) AS n FROM orders")
 		want = append(want, id)
 	}
-	gid := schema + "_+nested@default"
+	gid := schema + "_+many@default"
 	run := d.RunShared(ctx, "default", members, gid, nil)
 	require.NoError(t, run.Err)
 	kept := 0
