@@ -380,10 +380,7 @@ func readHostCPU(b *testing.B) hostCPU {
 	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
 	require.GreaterOrEqual(b, len(f), 9, "/proc/stat: %q", line)
 	var h hostCPU
-	for i, v := range f[1:] {
-		if i >= 8 { // guest time is counted in user already
-			break
-		}
+	for i, v := range f[1:9] { // the guest times after steal are counted in user already
 		x, err := strconv.ParseFloat(v, 64)
 		require.NoError(b, err, "/proc/stat: %q", line)
 		h.total += x
