@@ -81,15 +81,15 @@ func (s *Server) hanging(w http.ResponseWriter, r *http.Request) error {
 		now := time.Now() // FoundAt is this process's clock
 		for _, h := range s.deps.Kafka.HangingTransactions() {
 			e := hangingEntry{hangingTxn: hangingOf(h, now), Status: h.Status, Note: h.Note, Log: []hangingLogTxn{}}
-			txns, err := s.log.TransactionsOnPartition(r.Context(), h.TransactionalID, h.ProducerID, h.Topic, h.Partition, h.StartOffset)
+			ev, err := recovery.ReadHangingEvidence(r.Context(), s.log, h)
 			if err != nil {
 				body.Warnings = append(body.Warnings, fmt.Sprintf("the log's transactions on %s/%d: %v", h.Topic, h.Partition, err))
 				e.Repair, e.RepairNote = "unknown", "the coordinator log could not be read; the recovery loop reads it again at its next pass"
 				body.Hanging = append(body.Hanging, e)
 				continue
 			}
-			e.Log = logTxns(txns)
-			commit, status, note := recovery.HangingPlan(h, txns)
+			e.Log = logTxns(ev.Txns)
+			commit, status, note := recovery.HangingPlan(h, ev)
 			switch {
 			case status == kafkatxn.HangingWaiting:
 				e.Repair, e.RepairNote = "wait", note

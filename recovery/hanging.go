@@ -18,7 +18,9 @@ import (
 //
 //   - the records belong to transactions the log says committed: a COMMIT marker;
 //   - to transactions the log says aborted, or to none (a transaction never logged prepared,
-//     whose decision can only be abort, I3): an ABORT marker;
+//     whose decision can only be abort, I3): an ABORT marker; "none" only above the retention's
+//     mark (H2): records at or below it may be those of a row the retention removed, whose
+//     decision the log no longer holds, and are left to an operator (cannot_repair);
 //   - to a transaction not decided yet: wait (recovery decides it first; the id stays held);
 //   - to transactions with different outcomes, or a heuristic one: cannot be repaired by one
 //     marker; held and shown in the in-doubt view for an operator.
@@ -30,12 +32,13 @@ func (l *Loop) repairHanging(ctx context.Context, st *Stats) error {
 	}
 	var errs error
 	for _, h := range l.kafka.HangingTransactions() {
-		txns, err := l.log.TransactionsOnPartition(ctx, h.TransactionalID, h.ProducerID, h.Topic, h.Partition, h.StartOffset)
+		ev, err := ReadHangingEvidence(ctx, l.log, h)
 		if err != nil {
 			errs = errors.Join(errs, err)
 			continue
 		}
-		commit, status, note := hangingDecision(h, txns)
+		txns := ev.Txns
+		commit, status, note := hangingDecision(h, ev)
 		if status != "" {
 			l.kafka.SetHangingNote(h, status, note)
 			continue
@@ -74,19 +77,67 @@ func (l *Loop) recordRepair(ctx context.Context, h kafkatxn.Hanging, commit bool
 	}
 }
 
+// HangingEvidence is what the log says about the records a hanging transaction holds: the
+// logged transactions with records there (txlog.TransactionsOnPartition) and the retention's
+// mark on the partition for the id (txlog.PrunedMark, R3).
+type HangingEvidence struct {
+	Txns []txlog.PartitionTxn
+	// Pruned: the retention removed rows of the id with records on the partition, up to offset
+	// PrunedTo.
+	Pruned   bool
+	PrunedTo int64
+}
+
+// ReadHangingEvidence reads the log's evidence about a hanging transaction's records.
+func ReadHangingEvidence(ctx context.Context, log *txlog.Log, h kafkatxn.Hanging) (HangingEvidence, error) {
+	txns, err := log.TransactionsOnPartition(ctx, h.TransactionalID, h.ProducerID, h.Topic, h.Partition, h.StartOffset)
+	if err != nil {
+		return HangingEvidence{}, err
+	}
+	ev := HangingEvidence{Txns: txns}
+	if unexplained(h, txns) {
+		if ev.PrunedTo, ev.Pruned, err = log.PrunedMark(ctx, h.TransactionalID, h.Topic, h.Partition); err != nil {
+			return HangingEvidence{}, err
+		}
+	}
+	return ev, nil
+}
+
+// unexplained: no logged transaction's records start where the open transaction does, so the
+// records from its start offset are no logged prepared transaction's.
+func unexplained(h kafkatxn.Hanging, txns []txlog.PartitionTxn) bool {
+	return len(txns) == 0 || txns[0].FirstOffset != h.StartOffset
+}
+
 // HangingPlan is what the recovery loop's next pass does about a hanging transaction, given the
-// logged transactions whose records it holds (txlog.TransactionsOnPartition): write the COMMIT
-// marker (commit) or the ABORT marker when status is "", otherwise nothing yet, for the reason
-// in note (status waiting or cannot_repair). The console's hanging page shows it.
-func HangingPlan(h kafkatxn.Hanging, txns []txlog.PartitionTxn) (commit bool, status, note string) {
-	return hangingDecision(h, txns)
+// log's evidence: write the COMMIT marker (commit) or the ABORT marker when status is "",
+// otherwise nothing yet, for the reason in note (status waiting or cannot_repair). The console's
+// hanging page shows it.
+func HangingPlan(h kafkatxn.Hanging, ev HangingEvidence) (commit bool, status, note string) {
+	return hangingDecision(h, ev)
 }
 
 // hangingDecision applies repairHanging's rules: the marker to write (commit), or a status and a
 // note saying why none is written now.
-func hangingDecision(h kafkatxn.Hanging, txns []txlog.PartitionTxn) (commit bool, status, note string) {
+//
+// H2, absence is evidence only above the mark: records no logged transaction explains are read
+// as "never logged prepared" (their transaction was never decided, so it can only abort, I3)
+// only when the retention removed no row of the id with records on the partition at or after
+// the open transaction's start (R3's mark is below it). Rows are removed by the retention alone,
+// and the mark is written in the removal's own statement, so above the mark a missing row is a
+// row never written; at or below it, the row may have been removed, and its decision with it:
+// the repair then writes nothing and tells the operator what is known (cannot_repair). R2 keeps
+// that case from arising (a row stays while a transaction holding its records is open); H2
+// keeps a one-sided outcome from following if it does.
+func hangingDecision(h kafkatxn.Hanging, ev HangingEvidence) (commit bool, status, note string) {
+	txns := ev.Txns
+	where := fmt.Sprintf("%s/%d from offset %d (producer %d of %s)", h.Topic, h.Partition, h.StartOffset, h.ProducerID, h.TransactionalID)
 	var commits, aborts, waiting, heuristic []string
-	if len(txns) == 0 || txns[0].FirstOffset != h.StartOffset {
+	if unexplained(h, txns) {
+		if ev.Pruned && ev.PrunedTo >= h.StartOffset {
+			return false, kafkatxn.HangingCannotRepair, fmt.Sprintf("the open transaction on %s holds records that no row of the log explains, and the retention removed rows of %s with records on this partition up to offset %d: the records may belong to a removed row, whose decision the log no longer holds. Find the outcome (the records' payload, the SQL side), then write the marker by hand (kafka-transactions.sh abort, for an abort)",
+				where, h.TransactionalID, ev.PrunedTo)
+		}
 		aborts = append(aborts, fmt.Sprintf("records from offset %d never logged prepared", h.StartOffset))
 	}
 	for _, t := range txns {
@@ -101,7 +152,6 @@ func hangingDecision(h kafkatxn.Hanging, txns []txlog.PartitionTxn) (commit bool
 			waiting = append(waiting, t.ID+" ("+string(t.State)+")")
 		}
 	}
-	where := fmt.Sprintf("%s/%d from offset %d (producer %d of %s)", h.Topic, h.Partition, h.StartOffset, h.ProducerID, h.TransactionalID)
 	switch {
 	case len(heuristic) > 0:
 		return false, kafkatxn.HangingCannotRepair, fmt.Sprintf("the open transaction on %s holds records of %s, which an operator must decide first; then write the marker by hand (kafka-transactions.sh abort, for an abort)",

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -23,28 +24,40 @@ func TestHangingDecision(t *testing.T) {
 		txns   []txlog.PartitionTxn
 		commit bool
 		status string
+		// pruned: the retention's mark on the partition (R3); -1: none.
+		pruned int64
 	}{
-		{"committed", []txlog.PartitionTxn{txn("a", coord.StateCommitted, 100)}, true, ""},
-		{"aborted", []txlog.PartitionTxn{txn("a", coord.StateAborted, 100)}, false, ""},
-		{"never prepared", nil, false, ""},
-		{"never prepared, then an aborted one", []txlog.PartitionTxn{txn("b", coord.StateAborted, 104)}, false, ""},
-		{"never prepared, then a committed one", []txlog.PartitionTxn{txn("b", coord.StateCommitted, 104)}, false, kafkatxn.HangingCannotRepair},
-		{"two committed", []txlog.PartitionTxn{txn("a", coord.StateCommitted, 100), txn("b", coord.StateCommitted, 104)}, true, ""},
-		{"committed and aborted", []txlog.PartitionTxn{txn("a", coord.StateCommitted, 100), txn("b", coord.StateAborted, 104)}, false, kafkatxn.HangingCannotRepair},
-		{"prepared: recovery decides first", []txlog.PartitionTxn{txn("a", coord.StatePrepared, 100)}, false, kafkatxn.HangingWaiting},
-		{"committing", []txlog.PartitionTxn{txn("a", coord.StateCommitting, 100)}, false, kafkatxn.HangingWaiting},
-		{"heuristic", []txlog.PartitionTxn{txn("a", coord.StateHeuristic, 100)}, false, kafkatxn.HangingCannotRepair},
+		{"committed", []txlog.PartitionTxn{txn("a", coord.StateCommitted, 100)}, true, "", -1},
+		{"aborted", []txlog.PartitionTxn{txn("a", coord.StateAborted, 100)}, false, "", -1},
+		{"never prepared", nil, false, "", -1},
+		{"never prepared, then an aborted one", []txlog.PartitionTxn{txn("b", coord.StateAborted, 104)}, false, "", -1},
+		{"never prepared, then a committed one", []txlog.PartitionTxn{txn("b", coord.StateCommitted, 104)}, false, kafkatxn.HangingCannotRepair, -1},
+		{"two committed", []txlog.PartitionTxn{txn("a", coord.StateCommitted, 100), txn("b", coord.StateCommitted, 104)}, true, "", -1},
+		{"committed and aborted", []txlog.PartitionTxn{txn("a", coord.StateCommitted, 100), txn("b", coord.StateAborted, 104)}, false, kafkatxn.HangingCannotRepair, -1},
+		{"prepared: recovery decides first", []txlog.PartitionTxn{txn("a", coord.StatePrepared, 100)}, false, kafkatxn.HangingWaiting, -1},
+		{"committing", []txlog.PartitionTxn{txn("a", coord.StateCommitting, 100)}, false, kafkatxn.HangingWaiting, -1},
+		{"heuristic", []txlog.PartitionTxn{txn("a", coord.StateHeuristic, 100)}, false, kafkatxn.HangingCannotRepair, -1},
+		// H2: records no row explains are "never logged prepared" only above the retention's mark.
+		{"none logged, rows removed up to the start", nil, false, kafkatxn.HangingCannotRepair, 100},
+		{"none logged, rows removed past the start", nil, false, kafkatxn.HangingCannotRepair, 250},
+		{"none logged, rows removed below the start", nil, false, "", 99},
+		{"removed up to the start, then a committed one", []txlog.PartitionTxn{txn("b", coord.StateCommitted, 104)}, false, kafkatxn.HangingCannotRepair, 100},
+		{"explained: the mark does not matter", []txlog.PartitionTxn{txn("a", coord.StateCommitted, 100)}, true, "", 500},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			commit, status, note := hangingDecision(h, tt.txns)
+			ev := HangingEvidence{Txns: tt.txns, Pruned: tt.pruned >= 0, PrunedTo: tt.pruned}
+			commit, status, note := hangingDecision(h, ev)
 			assert.Equal(t, tt.status, status, note)
 			if tt.status == "" {
 				assert.Equal(t, tt.commit, commit)
 				assert.Empty(t, note)
 			} else {
 				assert.Contains(t, note, "orders/1 from offset 100")
+			}
+			if tt.pruned >= 100 && len(tt.txns) == 0 {
+				assert.Contains(t, note, fmt.Sprintf("up to offset %d", tt.pruned), "the note says what is known")
 			}
 		})
 	}

@@ -63,7 +63,7 @@ FROM (SELECT i, now() - interval '8 days' + i * interval '1 millisecond' AS at F
 		require.NoError(b, err)
 		pids := []int{backendPID(b, pool), backendPID(b, sqlPool)}
 
-		s := retention.New(retention.Config{Retention: 7 * 24 * time.Hour, Instance: "a", Pause: time.Millisecond}, log, sql, nil)
+		s := retention.New(retention.Config{Retention: 7 * 24 * time.Hour, Pause: time.Millisecond}, log, sql, &kafka{})
 		cpu0, self0 := backendCPU(b, pids), selfCPU()
 		b.StartTimer()
 		began := time.Now()

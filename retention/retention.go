@@ -29,11 +29,6 @@ const (
 type Config struct {
 	// Retention: final rows whose last change is older are removed; 0 keeps everything.
 	Retention time.Duration
-	// Instance and Lease: the rows this instance ran are removed, and those of instances silent
-	// for longer than Lease (dead). A live instance's own are left to it: only it knows the
-	// hanging Kafka transactions on its ids.
-	Instance string
-	Lease    time.Duration
 	// Batch is how many rows a batch checks and removes; Pause the wait between batches.
 	Batch int
 	Pause time.Duration
@@ -52,9 +47,6 @@ func (c *Config) defaults() {
 	if c.Interval <= 0 {
 		c.Interval = DefaultInterval
 	}
-	if c.Lease <= 0 {
-		c.Lease = 15 * time.Second // COORDINATOR_INSTANCE_LEASE's default
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -62,7 +54,7 @@ func (c *Config) defaults() {
 
 // Log is what the retention needs of the coordinator log (txlog.Log).
 type Log interface {
-	Expired(ctx context.Context, age time.Duration, scope txlog.RetentionScope, after txlog.RetentionCursor, limit int) ([]txlog.Expired, txlog.RetentionCursor, bool, error)
+	Expired(ctx context.Context, age time.Duration, after txlog.RetentionCursor, limit int) ([]txlog.Expired, txlog.RetentionCursor, bool, error)
 	Remove(ctx context.Context, gids []string, age time.Duration) (rows, events int64, err error)
 	Size(ctx context.Context) (txlog.Size, error)
 }
@@ -73,23 +65,24 @@ type Databases interface {
 	Referenced(ctx context.Context, database string, gids []string) ([]string, error)
 }
 
-// Hanging lists the hanging Kafka transactions known (kafkatxn.Pool); nil without Kafka.
-type Hanging interface {
-	HangingTransactions() []kafkatxn.Hanging
+// Kafka asks partitions which transactions they hold open (kafkatxn.Pool); nil without Kafka.
+type Kafka interface {
+	OpenOnPartitions(ctx context.Context, parts []kafkatxn.TopicPartition) (open map[kafkatxn.TopicPartition][]kafkatxn.OpenOnPartition, unasked map[kafkatxn.TopicPartition]error)
 }
 
 // Service removes expired rows in the background. One shape for every background service:
 // New, Start(ctx) (stops when ctx is done), Wait.
 type Service struct {
-	cfg     Config
-	log     Log
-	sql     Databases
-	hanging Hanging
-	done    chan struct{}
+	cfg   Config
+	log   Log
+	sql   Databases
+	kafka Kafka
+	done  chan struct{}
 
 	passes, failures atomic.Int64
 	removed, events  atomic.Int64
 	kept             atomic.Int64 // candidates kept for a participant's reference
+	keptKafka        atomic.Int64 // of them, kept for Kafka (R2: open, or not asked)
 	batches          atomic.Int64
 	sampleMu         sync.Mutex
 	sample           txlog.Size
@@ -97,10 +90,11 @@ type Service struct {
 	sampledAt        time.Time
 }
 
-// New returns the service; Start runs it.
-func New(cfg Config, log Log, sql Databases, hanging Hanging) *Service {
+// New returns the service; Start runs it. kafka is nil without Kafka: rows naming Kafka records
+// are then kept (nothing can tell whether their transactions are still open).
+func New(cfg Config, log Log, sql Databases, kafka Kafka) *Service {
 	cfg.defaults()
-	return &Service{cfg: cfg, log: log, sql: sql, hanging: hanging, done: make(chan struct{})}
+	return &Service{cfg: cfg, log: log, sql: sql, kafka: kafka, done: make(chan struct{})}
 }
 
 // Retention is the configured retention (0: everything is kept).
@@ -134,7 +128,10 @@ type Stats struct {
 	Removed int // rows removed
 	Events  int // their events
 	Kept    int // candidates kept: a participant still references them
-	Batches int
+	// KeptKafka counts the candidates of Kept kept for Kafka (R2): a transaction of their
+	// producer still open on a partition their records went to, or a partition not asked.
+	KeptKafka int
+	Batches   int
 }
 
 // RunOnce is one pass: batches of expired rows until none is left (or ctx is done), then a
@@ -153,7 +150,7 @@ func (s *Service) RunOnce(ctx context.Context) (Stats, error) {
 		s.failures.Add(1)
 	}
 	if st.Removed > 0 {
-		s.cfg.Logger.Info("retention pass", "removed", st.Removed, "events", st.Events, "kept", st.Kept,
+		s.cfg.Logger.Info("retention pass", "removed", st.Removed, "events", st.Events, "kept", st.Kept, "kept_kafka", st.KeptKafka,
 			"batches", st.Batches, "retention", s.cfg.Retention.String())
 	}
 	return st, err
@@ -188,8 +185,7 @@ func (s *Service) removeExpired(ctx context.Context, st *Stats) error {
 			case <-time.After(s.cfg.Pause):
 			}
 		}
-		page, next, done, err := s.log.Expired(ctx, s.cfg.Retention,
-			txlog.RetentionScope{Instance: s.cfg.Instance, Lease: s.cfg.Lease}, after, s.cfg.Batch)
+		page, next, done, err := s.log.Expired(ctx, s.cfg.Retention, after, s.cfg.Batch)
 		if err != nil || done {
 			return err
 		}
@@ -198,6 +194,9 @@ func (s *Service) removeExpired(ctx context.Context, st *Stats) error {
 		if err != nil {
 			return err
 		}
+		gids, kafkaKept := s.closedOnKafka(ctx, page, gids)
+		st.KeptKafka += kafkaKept
+		s.keptKafka.Add(int64(kafkaKept))
 		st.Kept += len(page) - len(gids)
 		s.kept.Add(int64(len(page) - len(gids)))
 		rows, events, err := s.log.Remove(ctx, gids, s.cfg.Retention)
@@ -213,16 +212,10 @@ func (s *Service) removeExpired(ctx context.Context, st *Stats) error {
 	}
 }
 
-// unreferenced returns the gids of the page that no participant references (R1): no marker or
-// prepared transaction of any of its SQL gids on any database, no hanging Kafka transaction of
-// its producer. A database that cannot be asked keeps the whole page (the error).
+// unreferenced returns the gids of the page that no participant database references (R1): no
+// marker or prepared transaction of any of its SQL gids on any database. A database that cannot
+// be asked keeps the whole page (the error).
 func (s *Service) unreferenced(ctx context.Context, page []txlog.Expired) ([]string, error) {
-	hanging := map[coord.KafkaIDs]bool{}
-	if s.hanging != nil {
-		for _, h := range s.hanging.HangingTransactions() {
-			hanging[coord.KafkaIDs{TransactionalID: h.TransactionalID, ProducerID: h.ProducerID}] = true
-		}
-	}
 	names := s.sql.Names()
 	configured := map[string]bool{}
 	for _, db := range names {
@@ -232,9 +225,6 @@ func (s *Service) unreferenced(ctx context.Context, page []txlog.Expired) ([]str
 	byDB := map[string][]string{}
 	keep := map[string]bool{}
 	for _, e := range page {
-		if e.TransactionalID != "" && hanging[coord.KafkaIDs{TransactionalID: e.TransactionalID, ProducerID: e.ProducerID}] {
-			keep[e.GID] = true
-		}
 		for _, db := range names {
 			g := coord.SQLGIDFor(e.GID, db) // a marker or prepared gid the row's list may not name
 			owner[g] = append(owner[g], e.GID)
@@ -272,13 +262,13 @@ func (s *Service) unreferenced(ctx context.Context, page []txlog.Expired) ([]str
 
 // Totals are the counters since start, for the metrics.
 type Totals struct {
-	Passes, Failures, Removed, Events, Kept, Batches int64
+	Passes, Failures, Removed, Events, Kept, KeptKafka, Batches int64
 }
 
 // Totals returns the counters since start.
 func (s *Service) Totals() Totals {
 	return Totals{Passes: s.passes.Load(), Failures: s.failures.Load(), Removed: s.removed.Load(),
-		Events: s.events.Load(), Kept: s.kept.Load(), Batches: s.batches.Load()}
+		Events: s.events.Load(), Kept: s.kept.Load(), KeptKafka: s.keptKafka.Load(), Batches: s.batches.Load()}
 }
 
 // LastSize is the log's size at the last pass (ok=false before the first).

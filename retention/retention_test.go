@@ -2,6 +2,7 @@ package retention_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -118,16 +119,61 @@ func (e *env) prepare(t *testing.T, gid string) {
 	require.NoError(t, err)
 }
 
-type hanging []kafkatxn.Hanging
+// records gives a row records on a partition of topic "t" up to offset max, written by its
+// producer (7).
+func (e *env) records(t *testing.T, name string, partition int32, max int64) {
+	t.Helper()
+	_, err := e.pool.Exec(context.Background(), `UPDATE coordinator_transactions SET kafka_records =
+    jsonb_build_array(jsonb_build_object('topic', 't', 'partition', $2::int, 'offset', $3::bigint - 1),
+                      jsonb_build_object('topic', 't', 'partition', $2::int, 'offset', $3::bigint))
+WHERE gid = $1`, e.gid(name), partition, max)
+	require.NoError(t, err)
+}
 
-func (h hanging) HangingTransactions() []kafkatxn.Hanging { return h }
+// pruned is the retention's mark (R3) for the id and partition of topic "t"; -1: none.
+func (e *env) pruned(t *testing.T, transactionalID string, partition int32) int64 {
+	t.Helper()
+	mark, ok, err := e.log.PrunedMark(context.Background(), transactionalID, "t", partition)
+	require.NoError(t, err)
+	if !ok {
+		return -1
+	}
+	return mark
+}
+
+// kafka answers OpenOnPartitions from its maps: a partition in open answers with its list, one
+// in unasked with its error, any other is not answered.
+type kafka struct {
+	open    map[kafkatxn.TopicPartition][]kafkatxn.OpenOnPartition
+	unasked map[kafkatxn.TopicPartition]error
+	mu      sync.Mutex
+	asked   int
+}
+
+func (k *kafka) OpenOnPartitions(_ context.Context, parts []kafkatxn.TopicPartition) (map[kafkatxn.TopicPartition][]kafkatxn.OpenOnPartition, map[kafkatxn.TopicPartition]error) {
+	k.mu.Lock()
+	k.asked++
+	k.mu.Unlock()
+	open, unasked := map[kafkatxn.TopicPartition][]kafkatxn.OpenOnPartition{}, map[kafkatxn.TopicPartition]error{}
+	for _, tp := range parts {
+		if txns, ok := k.open[tp]; ok {
+			open[tp] = txns
+		} else if err, ok := k.unasked[tp]; ok {
+			unasked[tp] = err
+		} else {
+			open[tp] = nil
+		}
+	}
+	return open, unasked
+}
 
 const week = 7 * 24 * time.Hour
 
-// R1 against PostgreSQL: the expired final rows go with their events; rows in doubt, heuristic,
-// young, recently changed, named by a registration, referenced by a marker or a prepared
-// transaction of theirs (their own gid or their shared transaction's), or by a hanging Kafka
-// transaction, stay.
+// R1 and R2 against PostgreSQL: the expired final rows go with their events, whichever instance
+// ran them, leaving their marks (R3); rows in doubt, heuristic, young, recently changed, named by
+// a registration, referenced by a marker or a prepared transaction of theirs (their own gid or
+// their shared transaction's), or whose records a transaction of their producer holds open or a
+// partition could not tell, stay.
 func TestRetentionRemovesOnlyUnneededRows(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -166,16 +212,32 @@ func TestRetentionRemovesOnlyUnneededRows(t *testing.T) {
 				e.schema+"_+a+reg@default", []string{e.gid(name)})
 			require.NoError(t, err)
 		}},
-		{name: "hanging", state: coord.StateCommitted, age: old, kept: true},
-		{name: "live instance's", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
-			e.instance(t, "b", 0, name) // only b knows the hanging transactions on its ids
-		}},
-		{name: "dead instance's", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
-			e.instance(t, "c", time.Hour, name)
+		// Any instance's rows: what keeps a row is read from the log and the participants.
+		{name: "another instance's", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
+			e.instance(t, "b", 0, name)
 		}},
 		{name: "unregistered instance's", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
 			_, err := e.pool.Exec(ctx, "UPDATE coordinator_transactions SET instance_id = 'gone' WHERE gid = $1", e.gid(name))
 			require.NoError(t, err)
+		}},
+		// R2: rows naming records, each on a partition of its own (see k below).
+		{name: "records, nothing open", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
+			e.records(t, name, 0, 10)
+		}},
+		{name: "records, open on them", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+			e.records(t, name, 1, 10)
+		}},
+		{name: "records, open from the last", state: coord.StateAborted, age: old, kept: true, setup: func(t *testing.T, name string) {
+			e.records(t, name, 2, 10)
+		}},
+		{name: "records, open after them", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
+			e.records(t, name, 3, 10)
+		}},
+		{name: "records, another producer open", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
+			e.records(t, name, 4, 10)
+		}},
+		{name: "records, partition not answering", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+			e.records(t, name, 5, 10)
 		}},
 	}
 	for _, c := range cases {
@@ -190,13 +252,26 @@ func TestRetentionRemovesOnlyUnneededRows(t *testing.T) {
 	_, err := e.pool.Exec(ctx, "INSERT INTO coordinator_markers (gid) VALUES ($1)", shared)
 	require.NoError(t, err)
 
-	s := retention.New(retention.Config{Retention: week, Instance: "a", Batch: 4, Pause: time.Millisecond}, e.log, e.sql,
-		hanging{{TransactionalID: "tx-hanging", ProducerID: 7}})
+	tp := func(p int32) kafkatxn.TopicPartition { return kafkatxn.TopicPartition{Topic: "t", Partition: p} }
+	k := &kafka{open: map[kafkatxn.TopicPartition][]kafkatxn.OpenOnPartition{
+		tp(1): {{ProducerID: 7, StartOffset: 9}},  // a hanging transaction holding the row's records
+		tp(2): {{ProducerID: 7, StartOffset: 10}}, // from its last record: still the row's
+		tp(3): {{ProducerID: 7, StartOffset: 11}}, // a later transaction of the same id
+		tp(4): {{ProducerID: 8, StartOffset: 0}},  // another producer's
+	}, unasked: map[kafkatxn.TopicPartition]error{tp(5): errors.New("no leader")}}
+	s := retention.New(retention.Config{Retention: week, Batch: 4, Pause: time.Millisecond}, e.log, e.sql, k)
 	st, err := s.RunOnce(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 4, st.Removed, "committed, aborted, and the rows of instances not alive")
-	assert.Equal(t, 4, st.Events)
-	assert.Equal(t, 5, st.Kept, "marker, prepared gid, hanging, the shared pair (young, recent and registered rows are not candidates)")
+	require.NoError(t, err, "a partition not answering keeps its rows, it does not fail the pass")
+	assert.Equal(t, 7, st.Removed, "committed, aborted, other instances' rows, and records nothing holds open")
+	assert.Equal(t, 7, st.Events)
+	assert.Equal(t, 7, st.Kept, "marker, prepared gid, the shared pair, three for Kafka (young, recent and registered rows are not candidates)")
+	assert.Equal(t, 3, st.KeptKafka)
+	// R3: the removals left their marks; rows kept left none.
+	for p, want := range map[int32]int64{0: 10, 1: -1, 2: -1, 3: 10, 4: 10, 5: -1} {
+		assert.Equal(t, want, e.pruned(t, "tx-"+map[int32]string{0: "records, nothing open", 1: "records, open on them",
+			2: "records, open from the last", 3: "records, open after them", 4: "records, another producer open",
+			5: "records, partition not answering"}[p], p), "mark on t/%d", p)
+	}
 
 	for _, c := range cases {
 		row, events := e.exists(t, c.name)
@@ -220,16 +295,26 @@ func TestRetentionRemovesOnlyUnneededRows(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.admin.Exec(ctx, "ROLLBACK PREPARED '"+coord.SQLGIDFor(e.gid("prepared gid"), "default")+"'")
 	require.NoError(t, err)
-	s = retention.New(retention.Config{Retention: week, Instance: "a", Batch: 4, Pause: time.Millisecond}, e.log, e.sql, nil)
+	// Without Kafka to ask, rows naming records stay.
+	s = retention.New(retention.Config{Retention: week, Batch: 4, Pause: time.Millisecond}, e.log, e.sql, nil)
 	st, err = s.RunOnce(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, 6, st.Removed, "marker, prepared gid, registered member, hanging, the shared pair")
-	for _, n := range []string{"marker", "prepared gid", "registered member", "hanging", "shared-a", "shared-b"} {
+	assert.Equal(t, 5, st.Removed, "marker, prepared gid, registered member, the shared pair")
+	assert.Equal(t, 3, st.KeptKafka, "no Kafka to ask")
+	// Once the partitions answer and nothing holds the records open, they go too.
+	k = &kafka{}
+	s = retention.New(retention.Config{Retention: week, Batch: 4, Pause: time.Millisecond}, e.log, e.sql, k)
+	st, err = s.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, st.Removed)
+	assert.Equal(t, int64(10), e.pruned(t, "tx-records, open on them", 1))
+	for _, n := range []string{"marker", "prepared gid", "registered member", "shared-a", "shared-b",
+		"records, open on them", "records, open from the last", "records, partition not answering"} {
 		row, events := e.exists(t, n)
 		assert.False(t, row, n)
 		assert.Zero(t, events, n)
 	}
-	for _, n := range []string{"young", "active", "aborting", "prepared", "committing", "heuristic", "heuristic_mixed", "changed recently", "live instance's"} {
+	for _, n := range []string{"young", "active", "aborting", "prepared", "committing", "heuristic", "heuristic_mixed", "changed recently"} {
 		row, _ := e.exists(t, n)
 		assert.True(t, row, n)
 	}
@@ -247,7 +332,7 @@ func TestRetentionZeroKeepsEverything(t *testing.T) {
 	for i := range 5 {
 		e.row(t, fmt.Sprint("r", i), coord.StateCommitted, 1000*week)
 	}
-	s := retention.New(retention.Config{Retention: 0, Instance: "a"}, e.log, e.sql, nil)
+	s := retention.New(retention.Config{Retention: 0}, e.log, e.sql, nil)
 	st, err := s.RunOnce(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, st.Removed)
@@ -294,7 +379,7 @@ func TestRetentionBoundedBatches(t *testing.T) {
 		e.row(t, fmt.Sprintf("a%02d", i), coord.StateAborted, 2*week)
 	}
 	l := &countingLog{Log: e.log}
-	s := retention.New(retention.Config{Retention: week, Instance: "a", Batch: 5, Pause: time.Millisecond}, l, e.sql, nil)
+	s := retention.New(retention.Config{Retention: week, Batch: 5, Pause: time.Millisecond}, l, e.sql, nil)
 	st, err := s.RunOnce(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 32, st.Removed)
@@ -335,7 +420,7 @@ func TestRetentionReusedIDIsNew(t *testing.T) {
 	_, err = e.pool.Exec(ctx, `UPDATE coordinator_transactions SET created_at = created_at - interval '8 days',
     updated_at = updated_at - interval '8 days', finished_at = finished_at - interval '8 days'`)
 	require.NoError(t, err)
-	st, err := retention.New(retention.Config{Retention: week, Instance: "a"}, e.log, e.sql, nil).RunOnce(ctx)
+	st, err := retention.New(retention.Config{Retention: week}, e.log, e.sql, nil).RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Removed)
 

@@ -218,12 +218,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		Tracer: tracer},
 		api.Deps{Coord: s.Coord, Log: s.Log, Recovery: s.Recovery, SQL: s.SQL, Kafka: s.Kafka, Metrics: s.Metrics, History: s.History})
 	s.Metrics.WatchRecovery(s.Recovery)
-	var hanging retention.Hanging
+	var open retention.Kafka // nil without Kafka, not a nil *kafkatxn.Pool
 	if s.Kafka != nil {
-		hanging = s.Kafka
+		open = s.Kafka
 	}
-	s.Retention = retention.New(retention.Config{Retention: cfg.Retention,
-		Instance: cfg.Instance, Lease: cfg.InstanceLease, Logger: logger}, s.Log, s.SQL, hanging)
+	s.Retention = retention.New(retention.Config{Retention: cfg.Retention, Logger: logger}, s.Log, s.SQL, open)
 	s.Metrics.WatchRetention(s.Retention)
 	s.Metrics.WatchConnPools(s.connPools)
 	s.Metrics.WatchInstanceLock(func() bool {

@@ -45,7 +45,7 @@ const sqlstateOwnTable = "KP001"
 // inside a client's transaction.
 var guardedTables = map[string][]string{
 	"": {"coordinator_transactions", "coordinator_events", "coordinator_markers", "coordinator_shared_gids",
-		"coordinator_instances", "coordinator_log", "coordinator_topics"},
+		"coordinator_instances", "coordinator_log", "coordinator_topics", "coordinator_pruned"},
 	"kpgtx": {"namespaces"},
 }
 

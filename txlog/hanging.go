@@ -2,6 +2,7 @@ package txlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -77,4 +78,19 @@ ON CONFLICT (topic) DO UPDATE SET seen_at = EXCLUDED.seen_at`, topics)
 		return fmt.Errorf("txlog: record topics %v: %w", topics, err)
 	}
 	return nil
+}
+
+// PrunedMark is the highest offset on the partition of a record of a row of the transactional
+// id that the retention removed (R3); ok is false when it removed none. Records no row
+// explains at or below it may be a removed row's (H2, recovery/hanging.go).
+func (l *Log) PrunedMark(ctx context.Context, transactionalID, topic string, partition int32) (maxOffset int64, ok bool, err error) {
+	err = l.pool.QueryRow(ctx, `SELECT max_offset FROM coordinator_pruned
+WHERE transactional_id = $1 AND topic = $2 AND partition = $3`, transactionalID, topic, partition).Scan(&maxOffset)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("txlog: pruned mark of %s on %s/%d: %w", transactionalID, topic, partition, err)
+	}
+	return maxOffset, true, nil
 }
