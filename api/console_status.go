@@ -44,12 +44,14 @@ type statusInstance struct {
 	Self        bool   `json:"self"`
 	TxnIDPrefix string `json:"txn_id_prefix"`
 	PoolSize    int    `json:"pool_size"`
-	// HeartbeatAgeSeconds: the time since its last heartbeat (database clock).
+	// HeartbeatAgeSeconds: the time since its last heartbeat (database clock); informational.
 	HeartbeatAgeSeconds float64 `json:"heartbeat_age_seconds"`
-	// LeaseSeconds is this process's COORDINATOR_INSTANCE_LEASE (0 when unknown); an instance
-	// silent for longer, whose lock is free, is taken over by another.
+	// LeaseSeconds is this process's COORDINATOR_INSTANCE_LEASE (0 when unknown).
 	LeaseSeconds float64 `json:"lease_seconds,omitempty"`
-	Expired      bool    `json:"expired"`
+	// Alive: the instance holds its advisory lock (I8), the one test of liveness, which takeover
+	// uses too. Expired is its negation, kept for readers of the earlier form.
+	Alive   bool `json:"alive"`
+	Expired bool `json:"expired"`
 }
 
 type statusRecovery struct {
@@ -160,7 +162,7 @@ func (s *Server) instances(ctx context.Context, self string) ([]statusInstance, 
 	for _, in := range all {
 		out = append(out, statusInstance{ID: in.ID, Self: in.ID == self, TxnIDPrefix: in.TxnIDPrefix, PoolSize: in.PoolSize,
 			HeartbeatAgeSeconds: max(0, in.Silent.Round(time.Millisecond).Seconds()),
-			LeaseSeconds:        lease.Seconds(), Expired: lease > 0 && in.Silent > lease})
+			LeaseSeconds:        lease.Seconds(), Alive: in.Locked, Expired: !in.Locked})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Self != out[j].Self {

@@ -113,6 +113,7 @@ type Status struct {
 		ID                  string  `json:"id"`
 		Self                bool    `json:"self"`
 		HeartbeatAgeSeconds float64 `json:"heartbeat_age_seconds"`
+		Alive               bool    `json:"alive"`
 		Expired             bool    `json:"expired"`
 	} `json:"instances"`
 	InDoubt struct {

@@ -44,8 +44,10 @@
 // the lock and is refused. The lock's session is checked every second or so (Ownership.Keep);
 // when it is lost (PostgreSQL restarted, the backend terminated, the network cut) the instance
 // stops starting transactions (503, /readyz not ready, no heartbeat) and claims the lock again,
-// with a new epoch, as soon as it can. An instance whose heartbeat is older than the lease and
-// whose lock is free is dead (or alive without its lock): another instance takes its lock and
+// with a new epoch, as soon as it can. The heartbeat is written every Interval on a ticker of its
+// own (Loop.beat), whatever a pass is doing, and only informs: liveness is the lock. An instance
+// whose heartbeat is older than the lease and whose lock is free is dead (or alive without its
+// lock): another instance takes its lock and
 // bumps its epoch (so that such a process writes nothing more), claims and resolves its rows —
 // active rows only once older than the largest request budget plus the finish bound
 // (TakeoverGuard), which spares requests that may still be running — re-initialises its

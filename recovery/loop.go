@@ -145,6 +145,7 @@ type Stats struct {
 // lock's session every OwnerCheck.
 func (l *Loop) Start(ctx context.Context) {
 	go l.watchOwnership(ctx)
+	go l.beat(ctx)
 	go func() {
 		defer close(l.done)
 		t := time.NewTicker(l.cfg.Interval)
@@ -267,6 +268,31 @@ func (l *Loop) keepOwnership(ctx context.Context) error {
 		l.lostSaid.Store(false)
 	}
 	return err
+}
+
+// beat writes the instance's heartbeat every Interval on a ticker of its own, beside the passes:
+// a pass may take longer than the lease (slow resolves, a takeover, Kafka timeouts) and the
+// heartbeat's age must not depend on it. Only while the lock is held: a process that lost it
+// must look dead to the others. The heartbeat is informational (the status page, a bound on
+// taking over an instance that never held its lock): liveness is the lock (I8).
+func (l *Loop) beat(ctx context.Context) {
+	t := time.NewTicker(l.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if l.cfg.DSN != "" {
+			if _, err := l.own.Fence(); err != nil {
+				continue
+			}
+		}
+		if err := l.log.Heartbeat(ctx, l.cfg.Instance); err != nil && ctx.Err() == nil {
+			l.cfg.Logger.Warn("heartbeat not written; the next one is tried in an interval", "error", err)
+		}
+	}
 }
 
 // watchOwnership runs keepOwnership every OwnerCheck, between passes, until ctx is done.

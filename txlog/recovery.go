@@ -95,8 +95,12 @@ type Instance struct {
 	ID          string
 	TxnIDPrefix string
 	PoolSize    int
-	// Silent is how long since its last heartbeat, by database time.
+	// Silent is how long since its last heartbeat, by database time. Informational: a
+	// heartbeat's age says nothing of liveness (a slow pass, a paused process), Locked does.
 	Silent time.Duration
+	// Locked: a session holds the instance's advisory lock now (I8): the instance is alive, or
+	// another instance or an operator is acting for it this moment.
+	Locked bool
 }
 
 // RegisterInstance records (or refreshes) this instance and its transactional-id pool.
@@ -121,18 +125,27 @@ func (l *Log) Heartbeat(ctx context.Context, id string) error {
 	return nil
 }
 
-// Instances lists the registered instances other than self.
+// instanceLocked is whether the advisory lock of the instance i.instance_id (recovery's lockKey:
+// the same key, computed the same way) is held: pg_locks shows a bigint key as its high and low
+// 32 bits (classid, objid) with objsubid 1.
+const instanceLocked = `EXISTS (SELECT 1 FROM pg_locks k,
+    LATERAL (SELECT hashtextextended(current_schema() || '/kpgtx-instance/' || i.instance_id, 0) AS key) h
+    WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1
+      AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND k.classid = ((h.key >> 32) & 4294967295)::oid AND k.objid = (h.key & 4294967295)::oid)`
+
+// Instances lists the registered instances other than self, with whether each holds its lock.
 func (l *Log) Instances(ctx context.Context, self string) ([]Instance, error) {
 	rows, err := l.pool.Query(ctx, `SELECT instance_id, txn_id_prefix, pool_size,
-    extract(epoch FROM now() - heartbeat_at)::float8
-FROM coordinator_instances WHERE instance_id <> $1`, self)
+    extract(epoch FROM now() - heartbeat_at)::float8, `+instanceLocked+`
+FROM coordinator_instances i WHERE instance_id <> $1`, self)
 	if err != nil {
 		return nil, fmt.Errorf("txlog: instances: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Instance, error) {
 		var in Instance
 		var secs float64
-		err := r.Scan(&in.ID, &in.TxnIDPrefix, &in.PoolSize, &secs)
+		err := r.Scan(&in.ID, &in.TxnIDPrefix, &in.PoolSize, &secs, &in.Locked)
 		in.Silent = time.Duration(secs * float64(time.Second))
 		return in, err
 	})

@@ -56,9 +56,9 @@ function renderWho() {
 function renderHealth(st) {
   const el = document.getElementById('health');
   const instances = st.instances.map((i) => h('span', {
-    class: `inst ${i.expired ? 'expired' : 'live'}`,
+    class: `inst ${i.alive ? 'live' : 'expired'}`,
     title: `heartbeat ${age(i.heartbeat_age_seconds)} ago` + (i.lease_seconds ? `; lease ${age(i.lease_seconds)}` : '') + `; transactional ids ${i.txn_id_prefix}-${i.id}-0…${i.pool_size - 1}`,
-  }, `${i.id}${i.self ? ' (this)' : ''} · ${age(i.heartbeat_age_seconds)}` + (i.expired ? ' · lease expired' : '')));
+  }, `${i.id}${i.self ? ' (this)' : ''} · ${age(i.heartbeat_age_seconds)}` + (i.alive ? '' : ' · not alive (lock free)')));
   const p = st.pools;
   const pools = [];
   if (p.log) pools.push(`log ${p.log.acquired}/${p.log.max}`);
