@@ -153,6 +153,10 @@ func (p *Pool) RememberTopics(topics ...string) {
 	}
 }
 
+// HangingScanEvery is the longest time between two hanging-transaction scans: one runs at every
+// sign of a broker restart, and at least this often.
+const HangingScanEvery = time.Minute
+
 // topicRecordEvery is how often a topic in use is recorded again: a restart looks at the topics
 // recorded within the last day, so a topic written to all along must not look older than that.
 const topicRecordEvery = time.Hour
@@ -609,5 +613,5 @@ func (p *Pool) pollLeaders(ctx context.Context) {
 // Start runs the restart watch until ctx is done: the metadata poll every second and a scan for
 // hanging transactions every minute.
 func (p *Pool) Start(ctx context.Context) {
-	go p.watchLeaders(ctx, time.Second, time.Minute)
+	go p.watchLeaders(ctx, time.Second, HangingScanEvery)
 }

@@ -42,7 +42,7 @@ var (
 		"Final rows the retention removed from the log, by table (transactions, events).",
 		[]string{"table"}, nil)
 	retentionKeptDesc = prometheus.NewDesc(Namespace+"_retention_kept_total",
-		"Expired rows the retention kept because a participant still referenced them (a marker, a prepared gid, a hanging Kafka transaction); they are looked at again at the next pass.",
+		"Expired rows the retention kept because a participant still referenced them (a marker, a prepared gid, a Kafka transaction still holding its records open or a partition that did not answer: R2); they are looked at again at the next pass.",
 		nil, nil)
 	retentionPassesDesc = prometheus.NewDesc(Namespace+"_retention_passes_total",
 		"Retention passes.", nil, nil)

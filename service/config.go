@@ -10,6 +10,7 @@ import (
 
 	"github.com/kpgtx/coordinator/api"
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/kafkatxn"
 )
 
 // Config is everything the service needs. Every field is set by one Setting (settings.go):
@@ -72,8 +73,15 @@ type Config struct {
 	// old (COORDINATOR_MARKER_AGE).
 	MarkerAge time.Duration
 	// Retention: final log rows whose last change is older are removed with their events
-	// (COORDINATOR_RETENTION, package retention); 0 keeps everything.
+	// (COORDINATOR_RETENTION, package retention); 0 keeps everything. Never below
+	// RetentionFloor (R4).
 	Retention time.Duration
+	// RetentionInterval is the period of the retention's passes (COORDINATOR_RETENTION_INTERVAL).
+	RetentionInterval time.Duration
+	// RetryWindow is how long clients may send the same request id again
+	// (COORDINATOR_RETRY_WINDOW; client.DefaultRetryWindow is its default): the retention keeps
+	// every row for longer (R4).
+	RetryWindow time.Duration
 	// ShutdownTimeout bounds a graceful shutdown (COORDINATOR_SHUTDOWN_TIMEOUT): requests in
 	// flight finish within it, or are left to recovery (Service.Serve).
 	ShutdownTimeout time.Duration
@@ -134,13 +142,15 @@ func Defaults() Config {
 		MaxInFlight:       512,
 		MaxBodyMemory:     64 << 20,
 
-		RecoveryInterval: 5 * time.Second,
-		InstanceLease:    15 * time.Second,
-		ClaimWait:        10 * time.Second,
-		FinishTimeout:    30 * time.Second,
-		MarkerAge:        time.Minute,
-		Retention:        7 * 24 * time.Hour, // Kafka's transactional.id.expiration.ms default
-		ShutdownTimeout:  25 * time.Second,
+		RecoveryInterval:  5 * time.Second,
+		InstanceLease:     15 * time.Second,
+		ClaimWait:         10 * time.Second,
+		FinishTimeout:     30 * time.Second,
+		MarkerAge:         time.Minute,
+		Retention:         7 * 24 * time.Hour, // Kafka's transactional.id.expiration.ms default
+		RetentionInterval: time.Minute,
+		RetryWindow:       time.Hour, // client.DefaultRetryWindow
+		ShutdownTimeout:   25 * time.Second,
 	}
 }
 
@@ -274,8 +284,15 @@ func (c Config) Validate() error {
 	if c.MarkerAge < time.Second {
 		errs = append(errs, fmt.Sprintf("COORDINATOR_MARKER_AGE=%s: at least 1s", c.MarkerAge))
 	}
-	if c.Retention != 0 && (c.Retention < time.Minute || c.Retention < c.MarkerAge) {
-		errs = append(errs, fmt.Sprintf("COORDINATOR_RETENTION=%s: 0 (keep everything) or at least 1m and at least COORDINATOR_MARKER_AGE=%s", c.Retention, c.MarkerAge))
+	if c.RetryWindow <= 0 {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_RETRY_WINDOW=%s: must be positive", c.RetryWindow))
+	}
+	if c.RetentionInterval < 10*time.Millisecond {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_RETENTION_INTERVAL=%s: at least 10ms", c.RetentionInterval))
+	}
+	if floor := c.RetentionFloor(); c.Retention != 0 && c.Retention < floor {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_RETENTION=%s is below its floor of %s, %s: a row must outlive every retry of its id and every delay the coordinator relies on, or a retry after its removal runs the request again; set 0 (keep everything) or at least the floor, or shorten those settings",
+			c.Retention, floor, c.retentionFloorText()))
 	}
 	if c.ClaimWait < 0 {
 		errs = append(errs, fmt.Sprintf("COORDINATOR_CLAIM_WAIT=%s: must not be negative", c.ClaimWait))
@@ -294,6 +311,29 @@ func (c Config) Validate() error {
 		return fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// HangingScanEvery is the period of the Kafka pool's hanging-transaction scans
+// (kafkatxn.HangingScanEvery), one of the delays the retention's floor covers.
+const HangingScanEvery = kafkatxn.HangingScanEvery
+
+// RetentionFloor is the shortest retention accepted (R4 in docs/design.md): twice the sum of
+// every delay the coordinator relies on while a row is still needed. A client may retry an id
+// for RetryWindow; a request runs for up to MaxTimeout, then its phase 2 and final write for
+// up to FinishTimeout; its Kafka transaction may stay open for KafkaTxnTimeout; its marker rows
+// live for MarkerAge; an instance's death is seen within InstanceLease and acted on at the next
+// RecoveryInterval; a hanging transaction is looked for at least every HangingScanEvery. The
+// factor two is a margin for clocks, slow passes and backlogs. A test that shortens those
+// settings shortens the floor with them.
+func (c Config) RetentionFloor() time.Duration {
+	return 2 * (c.RetryWindow + c.MaxTimeout + c.FinishTimeout + c.KafkaTxnTimeout + c.MarkerAge +
+		c.InstanceLease + c.RecoveryInterval + HangingScanEvery)
+}
+
+// retentionFloorText spells the floor's sum out, for the refusal.
+func (c Config) retentionFloorText() string {
+	return fmt.Sprintf("2 × (COORDINATOR_RETRY_WINDOW=%s + COORDINATOR_MAX_TIMEOUT=%s + COORDINATOR_FINISH_TIMEOUT=%s + KAFKA_TRANSACTION_TIMEOUT=%s + COORDINATOR_MARKER_AGE=%s + COORDINATOR_INSTANCE_LEASE=%s + COORDINATOR_RECOVERY_INTERVAL=%s + the hanging scan's period %s)",
+		c.RetryWindow, c.MaxTimeout, c.FinishTimeout, c.KafkaTxnTimeout, c.MarkerAge, c.InstanceLease, c.RecoveryInterval, HangingScanEvery)
 }
 
 func splitList(s, sep string) []string {

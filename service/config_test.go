@@ -240,6 +240,10 @@ func TestValidate(t *testing.T) {
 		{"retention 0 keeps everything", func(c *service.Config) { c.Retention = 0 }, ""},
 		{"retention below a minute", func(c *service.Config) { c.Retention = 30 * time.Second }, "COORDINATOR_RETENTION"},
 		{"retention below the marker age", func(c *service.Config) { c.Retention, c.MarkerAge = time.Hour, 2*time.Hour }, "COORDINATOR_RETENTION"},
+		{"retention below its floor", func(c *service.Config) { c.Retention = 2 * time.Hour }, "below its floor"},
+		{"retention at its floor", func(c *service.Config) { c.Retention = c.RetentionFloor() }, ""},
+		{"no retry window", func(c *service.Config) { c.RetryWindow = 0 }, "COORDINATOR_RETRY_WINDOW"},
+		{"retention interval too short", func(c *service.Config) { c.RetentionInterval = time.Millisecond }, "COORDINATOR_RETENTION_INTERVAL"},
 		{"negative retention", func(c *service.Config) { c.Retention = -time.Hour }, "COORDINATOR_RETENTION"},
 	}
 	for _, tt := range tests {
@@ -256,6 +260,34 @@ func TestValidate(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.setting)
 		})
 	}
+}
+
+// R4: the retention's floor is twice the sum of the retry window and every delay the
+// coordinator relies on; it follows those settings, so shortening them shortens it, and a
+// refusal names the floor, its terms and why.
+func TestRetentionFloor(t *testing.T) {
+	t.Parallel()
+	c := validConfig()
+	want := 2 * (time.Hour + c.MaxTimeout + c.FinishTimeout + c.KafkaTxnTimeout + c.MarkerAge + c.InstanceLease +
+		c.RecoveryInterval + service.HangingScanEvery)
+	require.Equal(t, want, c.RetentionFloor(), "the defaults' floor")
+	assert.Less(t, c.RetentionFloor(), service.Defaults().Retention, "the default retention is above its floor")
+
+	c.Retention = c.RetentionFloor() - time.Second
+	err := c.Validate()
+	require.Error(t, err)
+	for _, s := range []string{"COORDINATOR_RETENTION=", "below its floor of " + c.RetentionFloor().String(), "COORDINATOR_RETRY_WINDOW=1h0m0s",
+		"COORDINATOR_MAX_TIMEOUT=", "KAFKA_TRANSACTION_TIMEOUT=", "runs the request again"} {
+		assert.Contains(t, err.Error(), s)
+	}
+
+	// A test's shorter settings give a shorter floor.
+	c.RetryWindow, c.MaxTimeout, c.DefaultTimeout, c.FinishTimeout = time.Second, 5*time.Second, 5*time.Second, time.Second
+	c.KafkaTxnTimeout, c.MarkerAge = 10*time.Second, time.Second
+	short := c.RetentionFloor()
+	assert.Less(t, short, 5*time.Minute)
+	c.Retention = short
+	require.NoError(t, c.Validate())
 }
 
 func TestValidateReportsEveryProblem(t *testing.T) {

@@ -222,7 +222,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 	if s.Kafka != nil {
 		open = s.Kafka
 	}
-	s.Retention = retention.New(retention.Config{Retention: cfg.Retention, Logger: logger}, s.Log, s.SQL, open)
+	s.Retention = retention.New(retention.Config{Retention: cfg.Retention, Interval: cfg.RetentionInterval, Logger: logger}, s.Log, s.SQL, open)
 	s.Metrics.WatchRetention(s.Retention)
 	s.Metrics.WatchConnPools(s.connPools)
 	s.Metrics.WatchInstanceLock(func() bool {

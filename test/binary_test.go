@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpgtx/coordinator/devstack"
+	"github.com/kpgtx/coordinator/service"
 )
 
 // builtBinary is the coordinator binary shared by the tests running at the same time. It is
@@ -81,7 +83,32 @@ func coordinatorEnv(set ...string) []string {
 		}
 		env = append(env, kv)
 	}
-	return append(env, set...)
+	return append(env, retentionAtFloor(set)...)
+}
+
+// retentionAtFloor adds to a coordinator's settings a retention at the floor its settings allow
+// (R4), passes every second and a test's retry window, unless the test sets a retention itself
+// or its settings are refused anyway (a test of the refusal).
+func retentionAtFloor(set []string) []string {
+	vars := map[string]string{"COORDINATOR_RETRY_WINDOW": testRetryWindow.String(), "COORDINATOR_RETENTION_INTERVAL": "1s"}
+	for _, kv := range set {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	if _, own := vars["COORDINATOR_RETENTION"]; own {
+		return set
+	}
+	cfg, err := service.Load(func(k string) string { return vars[k] })
+	if err != nil {
+		return set
+	}
+	out := append([]string(nil), set...)
+	for _, k := range []string{"COORDINATOR_RETRY_WINDOW", "COORDINATOR_RETENTION_INTERVAL"} {
+		if !slices.Contains(set, k+"="+vars[k]) {
+			out = append(out, k+"="+vars[k])
+		}
+	}
+	return append(out, "COORDINATOR_RETENTION="+cfg.RetentionFloor().String())
 }
 
 // lockedBuffer collects a child's output while the test reads it.

@@ -134,6 +134,10 @@ func newEnv(t testing.TB, o envOpts) *env {
 	return e
 }
 
+// testRetryWindow is COORDINATOR_RETRY_WINDOW in the tests: their clients retry an id for
+// seconds, so the retention's floor (R4) follows the test's own timeouts.
+const testRetryWindow = 5 * time.Second
+
 // newStore prepares a test's isolated schemas, topic and prefixes, and the service
 // configuration for them, without starting a coordinator (black-box tests run the binary).
 func newStore(t testing.TB, o envOpts) *env {
@@ -178,8 +182,15 @@ func newStore(t testing.TB, o envOpts) *env {
 	}
 	e.createTopic(e.topic, 3)
 	cfg.Brokers = e.brokers
+	// The retention runs throughout every test (R4), at the shortest window the test's settings
+	// allow, unless the test sets its own; clients of the tests retry an id for seconds.
+	cfg.RetryWindow = testRetryWindow
+	cfg.RetentionInterval = time.Second
 	if o.configure != nil {
 		o.configure(&cfg)
+	}
+	if cfg.Retention == service.Defaults().Retention {
+		cfg.Retention = cfg.RetentionFloor()
 	}
 	e.cfg = cfg
 	// Registered first, so it runs last: after every coordinator of the test has stopped.
