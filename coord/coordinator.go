@@ -56,7 +56,7 @@ type Coordinator struct {
 	kafka Kafka // nil when no Kafka is configured
 	sql   SQL
 
-	inflight   sync.Map // gid → struct{}: transactions this process is running
+	inflight   sync.Map // gid → *flight (a request's, flight.go) or struct{} (a shared gid's): transactions this process is running
 	quarantine sync.Map // gid → *quarantineLease: an id left quarantined before prepared was logged
 	running    atomic.Int64
 	batches    *batcher // nil: no shared Kafka transactions
@@ -171,24 +171,19 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 		t.SQLGIDs = append(t.SQLGIDs, SQLGID{Database: db, GID: SQLGIDFor(t.GID, db)})
 	}
 	// In flight from before the row exists: the recovery loop must never take a live request's
-	// fresh active row for a crashed one.
-	if _, busy := c.inflight.LoadOrStore(t.GID, struct{}{}); busy {
-		// Running here: a commit already answered is read once its final write ended.
-		c.awaitFinal(ctx, t.GID)
-		stored, err := c.log.Get(ctx, req.ID)
-		if err != nil {
-			return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: err}
+	// fresh active row for a crashed one. Another run of the id in flight here answers this
+	// request (flight.go).
+	var f *flight
+	for f == nil {
+		if f, err = c.board(ctx, t.GID, t.Digest); err != nil {
+			return nil, err
 		}
-		if !bytes.Equal(stored.Digest, t.Digest) {
-			return nil, ErrIDConflict
-		}
-		return Answer(stored, nil)
 	}
-	w := &work{t: t, req: &req, root: trace.SpanFromContext(ctx)}
+	w := &work{t: t, req: &req, root: trace.SpanFromContext(ctx), flight: f}
 	gid := t.GID
 	defer func() {
 		if !w.handedOff { // else its final write ends its time in flight (finals.go)
-			c.inflight.Delete(gid)
+			c.land(gid, f)
 		}
 	}()
 	start := time.Now()
@@ -302,7 +297,9 @@ type work struct {
 	// hold, when set, is what every database's PREPARE (or one-phase COMMIT) waits for: the
 	// row's Begin, logged while phase 1 runs (runOverlapped).
 	hold func(context.Context) error
-	mu   sync.Mutex
+	// flight is the request's place in flight (flight.go).
+	flight *flight
+	mu     sync.Mutex
 	// handedOff: the request was answered committed and its final write, running on, owns its
 	// place in flight and its transactional id (finals.go).
 	handedOff bool

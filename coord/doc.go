@@ -100,4 +100,7 @@
 // the row makes the request answer from the stored row: committed 200; aborted, or aborting
 // and not one-phase, 409 (its own participants are rolled back at once); anything else 202. A
 // one-phase COMMIT whose answer was lost is 202, never 409 or 503: only the marker can tell.
+// A request whose id is in flight on this instance (its row perhaps not logged yet) waits for
+// that run's outcome within its own budget, and is in doubt (202) when the budget ends first;
+// never "not found" (flight.go).
 package coord
