@@ -239,10 +239,17 @@ func (c *Coordinator) logBegin(ctx context.Context, t *Transaction, budget time.
 	stored, created, err := c.log.Begin(bctx, t)
 	st.end(err)
 	if err != nil {
+		if !beginUndone(err) {
+			// The insert was sent and its answer lost: the row may exist (active, owned by this
+			// instance's epoch, which recovery presumes aborted once this request has left
+			// flight). Not "safe to retry": the outcome is unknown until the row, or its
+			// absence, says so.
+			return begun{err: &OutcomeError{Sentinel: ErrInDoubt, Cause: fmt.Errorf(
+				"log begin: the row's insert was sent and its answer lost; the row may exist: %w", err)}}
+		}
 		if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			// The request's own budget was too small to log it: the caller's choice, not an
-			// outage, and nothing of the request ran (a row that did get written is active, and
-			// recovery presumes it aborted).
+			// outage, and nothing of the request ran (the insert never went out).
 			return begun{err: invalid("timeout_ms", fmt.Sprintf("the time budget of %s ran out before the transaction was logged; nothing was run: send it again with a larger timeout_ms", budget))}
 		}
 		return begun{err: &OutcomeError{Sentinel: ErrUnavailable, Cause: fmt.Errorf("log begin: %w", err)}}
@@ -255,6 +262,14 @@ func (c *Coordinator) logBegin(ctx context.Context, t *Transaction, budget time.
 		return begun{t: t, err: err}
 	}
 	return begun{run: true, stored: stored}
+}
+
+// beginUndone reports a Begin failure that proves no row was written by it: the insert never
+// reached the log's server (ErrLogUnsent), the server refused it (ErrLogRefused), or the
+// instance's epoch no longer holds (ErrNotOwner, the fenced insert wrote nothing). Only then is
+// the request safe to send again (503); any other failure may have logged the row.
+func beginUndone(err error) bool {
+	return errors.Is(err, ErrLogUnsent) || errors.Is(err, ErrLogRefused) || errors.Is(err, ErrNotOwner)
 }
 
 // InFlight reports whether this process is running the transaction right now; recovery leaves

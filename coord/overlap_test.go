@@ -100,15 +100,23 @@ func TestOverlapRunsWorkBesideBegin(t *testing.T) {
 // another run's), and Begin's answer is the request's.
 func TestOverlapBeginLost(t *testing.T) {
 	t.Parallel()
+	onePhase := func() coord.Request {
+		return coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}}
+	}
 	for _, tc := range []struct {
 		name  string
 		req   coord.Request
 		again bool // the id's row exists (committed): the same request sent again
+		// begin is the fate of the Begin when the row does not exist: unsent (503, safe to
+		// retry) or failAfter (the row logged, its answer lost: in doubt, never 503).
+		begin mode
 	}{
-		{"log unavailable, two-phase", twoDBsAndKafka("x"), false},
-		{"log unavailable, one-phase", coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}}, false},
-		{"row exists, two-phase", twoDBsAndKafka("x"), true},
-		{"row exists, one-phase", coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}}, true},
+		{"log unavailable, two-phase", twoDBsAndKafka("x"), false, unsent},
+		{"log unavailable, one-phase", onePhase(), false, unsent},
+		{"begin answer lost, two-phase", twoDBsAndKafka("x"), false, failAfter},
+		{"begin answer lost, one-phase", onePhase(), false, failAfter},
+		{"row exists, two-phase", twoDBsAndKafka("x"), true, pass},
+		{"row exists, one-phase", onePhase(), true, pass},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -133,7 +141,7 @@ func TestOverlapBeginLost(t *testing.T) {
 			} else {
 				w.at = func(_ int, op string) mode {
 					if op == "log.begin" {
-						return failBefore
+						return tc.begin
 					}
 					return pass
 				}
@@ -152,9 +160,17 @@ func TestOverlapBeginLost(t *testing.T) {
 				require.NoError(t, err, "the stored row answers")
 				assert.Equal(t, coord.StateCommitted, answer.State)
 				assert.Equal(t, before, sqlState, "the first run's gids untouched")
-			} else {
+			} else if tc.begin == unsent {
 				require.ErrorIs(t, err, coord.ErrUnavailable)
 				assert.Empty(t, rows)
+				assert.Empty(t, sqlState, "nothing prepared or committed")
+			} else {
+				// The row may exist (here it does): not "safe to retry", whose retry would
+				// find the row and answer it, but in doubt until recovery resolves the row.
+				require.ErrorIs(t, err, coord.ErrInDoubt)
+				assert.NotErrorIs(t, err, coord.ErrUnavailable)
+				require.Contains(t, rows, "p_x")
+				assert.Equal(t, coord.StateActive, rows["p_x"].State, "left to recovery (presumed abort)")
 				assert.Empty(t, sqlState, "nothing prepared or committed")
 			}
 			assert.Contains(t, ops, "sql.run", "the statements ran beside the Begin")
