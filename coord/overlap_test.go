@@ -186,3 +186,55 @@ func TestOverlapBeginLost(t *testing.T) {
 		})
 	}
 }
+
+// lateLog logs every Begin only after the request's budget ended (its context is done), as a
+// log write that took longer than the budget and still landed.
+type lateLog struct{ fakeLog }
+
+func (l lateLog) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transaction, bool, error) {
+	<-ctx.Done()
+	time.Sleep(20 * time.Millisecond) // well after the held PREPARE saw the budget end
+	return l.fakeLog.Begin(context.WithoutCancel(ctx), t)
+}
+
+// A request whose time budget ends while its PREPARE (or one-phase COMMIT) waits for its row
+// (I14) has nothing prepared: it aborts as a request whose budget ended anywhere else in phase
+// 1, class abortable, never internal (the coordinator's own fault).
+func TestOverlapBudgetEndsWhileHeld(t *testing.T) {
+	t.Parallel()
+	for _, sh := range shapes {
+		t.Run(sh.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld()
+			var k coord.Kafka
+			if len(sh.req.Kafka) > 0 {
+				k = fakeKafka{w}
+			}
+			c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", Logger: slog.New(slog.DiscardHandler),
+				DefaultTimeout: 100 * time.Millisecond, FinishTimeout: time.Second,
+				Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}, OverlapBegin: true},
+				lateLog{fakeLog{w}}, k, fakeSQL{w})
+			req := cloneReq(sh.req)
+			req.ID = "x"
+			if len(req.SQL) == 0 {
+				return // nothing is held without SQL
+			}
+			_, err := c.Execute(context.Background(), req)
+			require.NoError(t, c.WaitFinals(context.Background()))
+			require.ErrorIs(t, err, coord.ErrAborted)
+			var oe *coord.OutcomeError
+			require.ErrorAs(t, err, &oe)
+			require.NotNil(t, oe.Txn)
+			require.NotNil(t, oe.Txn.Error)
+			assert.Equal(t, coord.ClassAbortable, oe.Txn.Error.Class, "%s", oe.Txn.Error.Message)
+			rows, sqlState, _, _ := w.snapshot()
+			require.Contains(t, rows, "p_x")
+			assert.Equal(t, coord.StateAborted, rows["p_x"].State)
+			assert.Equal(t, coord.ClassAbortable, rows["p_x"].Error.Class)
+			for g, st := range sqlState {
+				assert.NotEqual(t, "prepared", st, "%s prepared", g)
+				assert.NotEqual(t, "committed", st, "%s committed", g)
+			}
+		})
+	}
+}
