@@ -12,7 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-const errInDoubt = `{"error":{"class":"in_doubt","message":"log begin: the row's insert was sent and its answer lost"}}`
+// txnActive is a 202 of a request whose row's insert was sent and its answer lost.
+const txnActive = `{"id":"x","gid":"kpgtx_x","state":"active","created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z"}`
 
 // An id is sent again only within the retry window after its first send: past it the server
 // may have forgotten the id and would run it as a new transaction. Submit and the pipeline
@@ -73,7 +74,7 @@ func TestRetryWindow(t *testing.T) {
 // insert did not land), so it is sent again with the same id.
 func TestSubmitAgainWhenInDoubtLeftNoRow(t *testing.T) {
 	t.Parallel()
-	s, url := serve(t, scripted{202, "", errInDoubt}, scripted{404, "", `{"error":{"class":"not_found","message":"transaction not found"}}`},
+	s, url := serve(t, scripted{202, "", txnActive}, scripted{404, "", `{"error":{"class":"not_found","message":"transaction not found"}}`},
 		scripted{200, "", txnCommitted})
 	c := newClient(t, url)
 	txn, err := c.Submit(context.Background(), order)

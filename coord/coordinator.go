@@ -175,7 +175,7 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 	// request (flight.go).
 	var f *flight
 	for f == nil {
-		if f, err = c.board(ctx, t.GID, t.Digest); err != nil {
+		if f, err = c.board(ctx, t); err != nil {
 			return nil, err
 		}
 	}
@@ -244,7 +244,7 @@ func (c *Coordinator) logBegin(ctx context.Context, t *Transaction, budget time.
 			// instance's epoch, which recovery presumes aborted once this request has left
 			// flight). Not "safe to retry": the outcome is unknown until the row, or its
 			// absence, says so.
-			return begun{err: &OutcomeError{Sentinel: ErrInDoubt, Cause: fmt.Errorf(
+			return begun{err: &OutcomeError{Sentinel: ErrInDoubt, Txn: unlogged(t), Cause: fmt.Errorf(
 				"log begin: the row's insert was sent and its answer lost; the row may exist: %w", err)}}
 		}
 		if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {

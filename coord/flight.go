@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 )
 
 // Requests in flight on this instance, by gid.
@@ -29,8 +30,9 @@ type flight struct {
 // board puts the request with gid and digest in flight: mine is its flight, or nil when
 // another run of the id is in flight, whose outcome then answers the request (err, or nil when
 // that run ended and the request may go on as a repeat of the id: board again).
-func (c *Coordinator) board(ctx context.Context, gid string, digest []byte) (mine *flight, err error) {
-	f := &flight{digest: digest, done: make(chan struct{})}
+func (c *Coordinator) board(ctx context.Context, t *Transaction) (mine *flight, err error) {
+	gid := t.GID
+	f := &flight{digest: t.Digest, done: make(chan struct{})}
 	v, busy := c.inflight.LoadOrStore(gid, f)
 	if !busy {
 		return f, nil
@@ -38,16 +40,16 @@ func (c *Coordinator) board(ctx context.Context, gid string, digest []byte) (min
 	other, ok := v.(*flight)
 	if !ok {
 		// Not a request's gid (a shared transaction's, sharedsql.go): never a request id's.
-		return nil, &OutcomeError{Sentinel: ErrInDoubt, Cause: fmt.Errorf("%s is in flight on this instance", gid)}
+		return nil, &OutcomeError{Sentinel: ErrInDoubt, Txn: unlogged(t), Cause: fmt.Errorf("%s is in flight on this instance", gid)}
 	}
-	if !bytes.Equal(other.digest, digest) {
+	if !bytes.Equal(other.digest, t.Digest) {
 		return nil, ErrIDConflict
 	}
 	select {
 	case <-other.done:
 		return nil, nil
 	case <-ctx.Done():
-		return nil, &OutcomeError{Sentinel: ErrInDoubt, Cause: fmt.Errorf(
+		return nil, &OutcomeError{Sentinel: ErrInDoubt, Txn: unlogged(t), Cause: fmt.Errorf(
 			"%s is in flight on this instance and its outcome was not known within this request's budget: %w",
 			gid, context.Cause(ctx))}
 	}
@@ -57,4 +59,13 @@ func (c *Coordinator) board(ctx context.Context, gid string, digest []byte) (min
 func (c *Coordinator) land(gid string, f *flight) {
 	c.inflight.CompareAndDelete(gid, f)
 	close(f.done)
+}
+
+// unlogged is the answer's view of t, a request whose row this request did not see logged: the
+// row as it would be logged (active, stamped now). A 202 always carries a transaction.
+func unlogged(t *Transaction) *Transaction {
+	a := *t
+	now := time.Now().Truncate(time.Microsecond)
+	a.State, a.CreatedAt, a.UpdatedAt = StateActive, now, now
+	return &a
 }

@@ -64,6 +64,11 @@ func TestSecondSubmitWhileBeginInFlight(t *testing.T) {
 				cancel()
 				require.ErrorIs(t, err, coord.ErrInDoubt)
 				assert.NotErrorIs(t, err, coord.ErrUnavailable)
+				var oe *coord.OutcomeError
+				require.ErrorAs(t, err, &oe)
+				require.NotNil(t, oe.Txn, "a 202 carries the transaction")
+				assert.Equal(t, coord.StateActive, oe.Txn.State)
+				assert.Equal(t, "p_x", oe.Txn.GID)
 
 				// Another body under the same id: 422 at once.
 				other := cloneReq(req)

@@ -169,6 +169,10 @@ func TestOverlapBeginLost(t *testing.T) {
 				// find the row and answer it, but in doubt until recovery resolves the row.
 				require.ErrorIs(t, err, coord.ErrInDoubt)
 				assert.NotErrorIs(t, err, coord.ErrUnavailable)
+				var oe *coord.OutcomeError
+				require.ErrorAs(t, err, &oe)
+				require.NotNil(t, oe.Txn, "a 202 carries the transaction")
+				assert.Equal(t, coord.StateActive, oe.Txn.State)
 				require.Contains(t, rows, "p_x")
 				assert.Equal(t, coord.StateActive, rows["p_x"].State, "left to recovery (presumed abort)")
 				assert.Empty(t, sqlState, "nothing prepared or committed")

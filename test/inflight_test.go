@@ -47,7 +47,8 @@ func TestSameIDWhileRowInsertHeld(t *testing.T) {
 			held := e.post(short)
 			assert.NotEqual(t, http.StatusNotFound, held.Status, "an id in flight is never not found: %s", held.Raw)
 			assert.Equal(t, http.StatusAccepted, held.Status, "its outcome is not known yet: %s", held.Raw)
-			assert.Equal(t, "in_doubt", held.str("error", "class"), "%s", held.Raw)
+			assert.Equal(t, id, held.str("id"), "a 202 carries the transaction: %s", held.Raw)
+			assert.Equal(t, "active", held.str("state"), "%s", held.Raw)
 
 			waiting := make(chan response, 1)
 			go func() { waiting <- e.postQuiet(body) }()
