@@ -17,7 +17,9 @@ var (
 )
 
 // statusTable maps each sentinel to its HTTP status: the one place where errors become
-// statuses. Checked in order; the first match wins.
+// statuses. Checked in order; the first match wins. An outcome (coord.OutcomeError) is mapped
+// by its own sentinel only: its cause says why, never what the request may do next (a lookup
+// that found no row under an id still in flight is not "not found").
 var statusTable = []struct {
 	err    error
 	status int
@@ -36,6 +38,10 @@ var statusTable = []struct {
 }
 
 func statusOf(err error) (int, string) {
+	var oe *coord.OutcomeError
+	if errors.As(err, &oe) {
+		err = oe.Sentinel
+	}
 	for _, e := range statusTable {
 		if errors.Is(err, e.err) {
 			return e.status, e.class

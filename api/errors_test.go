@@ -41,6 +41,12 @@ func TestStatusOf(t *testing.T) {
 		{"outcome wrapped", fmt.Errorf("execute: %w", &coord.OutcomeError{Sentinel: coord.ErrInDoubt}), http.StatusAccepted, "in_doubt"},
 		// The sentinel decides, not a cause that would map elsewhere.
 		{"outcome aborted caused by unavailable", &coord.OutcomeError{Sentinel: coord.ErrAborted, Cause: coord.ErrUnavailable}, http.StatusConflict, "aborted"},
+		// An outcome is mapped by its own sentinel, whatever its cause wraps: an id in flight whose
+		// row was not found yet is not "not found".
+		{"outcome unavailable caused by not found", &coord.OutcomeError{Sentinel: coord.ErrUnavailable, Cause: fmt.Errorf("get: %w", coord.ErrNotFound)}, http.StatusServiceUnavailable, "unavailable"},
+		{"outcome in doubt caused by not found", &coord.OutcomeError{Sentinel: coord.ErrInDoubt, Cause: coord.ErrNotFound}, http.StatusAccepted, "in_doubt"},
+		{"outcome in doubt caused by invalid", &coord.OutcomeError{Sentinel: coord.ErrInDoubt, Cause: &coord.InvalidError{Field: "id"}}, http.StatusAccepted, "in_doubt"},
+		{"outcome in doubt caused by id conflict, wrapped", fmt.Errorf("execute: %w", &coord.OutcomeError{Sentinel: coord.ErrInDoubt, Cause: coord.ErrIDConflict}), http.StatusAccepted, "in_doubt"},
 		{"unknown", errors.New("boom"), http.StatusInternalServerError, "internal"},
 		{"kafka aborted is not a status", coord.ErrKafkaAborted, http.StatusInternalServerError, "internal"},
 		{"failure", &coord.Failure{Participant: "kafka", Class: coord.ClassInternal, Err: errors.New("x")}, http.StatusInternalServerError, "internal"},

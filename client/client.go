@@ -32,6 +32,7 @@ type Client struct {
 	poll        time.Duration
 	maxPoll     time.Duration
 	maxBody     int64
+	retryWindow time.Duration
 	// pause waits between attempts and between polls; sleep, unless a test needs to act
 	// exactly while the client waits.
 	pause func(ctx context.Context, d time.Duration) error
@@ -114,6 +115,25 @@ func WithRetries(attempts int) Option {
 	}
 }
 
+// DefaultRetryWindow bounds how long after an id was first sent it may be sent again
+// (WithRetryWindow).
+const DefaultRetryWindow = time.Hour
+
+// WithRetryWindow sets how long after an id was first sent Submit (and RunPipeline) may send
+// it again: past it, a resend would fail with ErrRetryWindow instead (default
+// DefaultRetryWindow). The server remembers an id, and runs it at most once, for at least its
+// retention retry window (COORDINATOR_RETRY_WINDOW, default 1h); an id sent again after the
+// server forgot it would run as a new transaction. So d must not exceed the server's setting.
+func WithRetryWindow(d time.Duration) Option {
+	return func(c *Client) error {
+		if d <= 0 {
+			return fmt.Errorf("client: WithRetryWindow(%s): must be positive", d)
+		}
+		c.retryWindow = d
+		return nil
+	}
+}
+
 // WithBackoff sets the pause before sending again when the server gives no Retry-After: min
 // doubles per attempt up to max (defaults 100ms and 5s). A Retry-After is honoured as it is,
 // capped at max.
@@ -155,6 +175,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		poll:        200 * time.Millisecond,
 		maxPoll:     2 * time.Second,
 		maxBody:     64 << 20,
+		retryWindow: DefaultRetryWindow,
 		pause:       sleep,
 	}
 	for _, o := range opts {
@@ -184,6 +205,9 @@ type call struct {
 	// outcomes: 202, 409 and 503 may carry the transaction, returned with the *Error, and 202
 	// is not a success (POST /v1/transactions).
 	outcomes bool
+	// since is when the call's id was first sent: no resend after the retry window (zero: the
+	// call sends no id, and only its attempts bound it).
+	since time.Time
 }
 
 // answer is a response read in full.
@@ -222,7 +246,15 @@ func (c *Client) do(ctx context.Context, k call) (answer, error) {
 			}
 			return a, c.errorOf(a, k.outcomes)
 		}
-		if err := c.pause(ctx, c.backoff(attempt, a.retryAfter)); err != nil {
+		wait := c.backoff(attempt, a.retryAfter)
+		if !k.since.IsZero() && time.Since(k.since)+wait > c.retryWindow {
+			last := err
+			if last == nil {
+				last = c.errorOf(a, k.outcomes)
+			}
+			return a, c.windowError(k.since, last)
+		}
+		if err := c.pause(ctx, wait); err != nil {
 			if a.status != 0 {
 				e := c.errorOf(a, k.outcomes)
 				e.Err = err
@@ -326,4 +358,11 @@ func decode(a answer, v any) error {
 		return fmt.Errorf("client: unexpected answer (status %d): %w", a.status, err)
 	}
 	return nil
+}
+
+// windowError stops the resends of an id first sent at since: the retry window passed (or
+// would, before the next send). last is the last answer.
+func (c *Client) windowError(since time.Time, last error) error {
+	return fmt.Errorf("%w (first sent %s ago, window %s; last answer: %w)",
+		ErrRetryWindow, time.Since(since).Round(time.Millisecond), c.retryWindow, last)
 }

@@ -234,7 +234,8 @@ func TestContext(t *testing.T) {
 	t.Run("while waiting to retry", func(t *testing.T) {
 		t.Parallel()
 		s, url := serve(t, scripted{503, "3600", txnRetriable})
-		c := newClient(t, url, WithBackoff(time.Millisecond, 2*time.Hour))
+		// A window past the Retry-After: the resend it waits for is still allowed.
+		c := newClient(t, url, WithBackoff(time.Millisecond, 2*time.Hour), WithRetryWindow(2*time.Hour))
 		ctx, cancel := context.WithCancel(context.Background())
 		var waited time.Duration
 		c.pause = func(ctx context.Context, d time.Duration) error {

@@ -11,7 +11,18 @@
 // again wherever that is safe and useful: after 429 (nothing was run), 503 (a dependency was
 // down and nothing was left prepared) and failed connections, after the server's Retry-After
 // and at most [WithRetries] times. When the outcome is not known within the request's time
-// budget (202), Submit polls the transaction until it is committed or aborted, or ctx ends.
+// budget (202), Submit polls the transaction until it is committed or aborted, or ctx ends
+// (and sends it again when the server then has no row of it: nothing of it was logged).
+//
+// # Retry window
+//
+// The server runs an id once only while it remembers the id: at least its retention retry
+// window (the server's setting COORDINATOR_RETRY_WINDOW, default 1h). An id sent again after
+// the server forgot it runs as a new transaction. So the client sends an id again only within
+// its own retry window after the id's first send ([WithRetryWindow], default
+// [DefaultRetryWindow], 1h), and stops with [ErrRetryWindow] past it, the outcome unknown.
+// The client's window must not exceed the server's COORDINATOR_RETRY_WINDOW. [Client.RunPipeline]
+// keeps to the same window for each batch's id.
 //
 // # Errors
 //
@@ -20,7 +31,8 @@
 // one. errors.Is tells the cases apart: [ErrAborted] (409, both sides rolled back),
 // [ErrInDoubt] (202, the outcome is not known yet), [ErrInvalid] (400: nothing was run, fix
 // the request), [ErrConflict] (422: the id was used with another body), [ErrNotAllowed],
-// [ErrNotFound], [ErrUnavailable], [ErrOverloaded], [ErrUnauthorized], [ErrForbidden].
+// [ErrNotFound], [ErrUnavailable], [ErrOverloaded], [ErrUnauthorized], [ErrForbidden],
+// [ErrRetryWindow].
 //
 // # Operating
 //

@@ -38,6 +38,11 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrForbidden: the token lacks the operation's role (403).
 	ErrForbidden = errors.New("forbidden")
+	// ErrRetryWindow: the retry window of an id passed (WithRetryWindow) before its outcome was
+	// known: the id is not sent again, since the server may have forgotten it by then and would
+	// run it as a new transaction. The outcome is unknown (Get tells, while the server keeps
+	// the row); the error also matches the last answer's sentinel.
+	ErrRetryWindow = errors.New("retry window of the transaction id passed")
 	// ErrGroupFenced: the consumer group refused the request's offsets because the member is no
 	// longer the one it knows (a rebalance moved on: 409 with participant kafka_group and class
 	// fenced). Nothing of the request committed; the caller drops its batch and rejoins.

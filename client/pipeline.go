@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,7 +49,9 @@ type Pipeline struct {
 
 // RunPipeline runs p until ctx ends (then it returns nil, after leaving the group) or a batch
 // fails for a reason other than fencing (then it returns that error, with the batch not
-// committed: the group's offsets stay before it).
+// committed: the group's offsets stay before it), or a batch's outcome stays unknown for the
+// client's retry window (WithRetryWindow; the error matches ErrRetryWindow, and the batch's
+// outcome shows in the group's offsets once it is known).
 //
 //   - Rebalances are held while a batch is in flight (kgo.BlockRebalanceOnPoll) and allowed
 //     between batches, so a member gives its partitions up only with no batch in flight: it
@@ -58,7 +61,11 @@ type Pipeline struct {
 //     the member polls again once it has rejoined; whoever owns them now processes them.
 //   - An answer that is no outcome (the coordinator unreachable, 503, 202 still in doubt) is
 //     not a failure: the same request (same id, same body) is sent again until its outcome is
-//     known. The id is derived from the group, the member, its generation and the batch's
+//     known, within the client's retry window (which must not exceed the server's
+//     COORDINATOR_RETRY_WINDOW).
+//   - An abort is sent again under a new id only when a new attempt can get past it
+//     (againAfterAbort), at most 10 times; a permanent refusal (a record too large, an
+//     authorization failure, a statement's error) stops the pipeline at once. The id is derived from the group, the member, its generation and the batch's
 //     offsets, so a resend can never run the batch twice.
 func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 	if p.Group == "" || len(p.Topics) == 0 || p.Transform == nil {
@@ -169,17 +176,22 @@ func (c *Client) submitBatch(ctx context.Context, p Pipeline, batch []*kgo.Recor
 		oc.GroupInstanceID = &p.InstanceID
 	}
 	req := TransactionRequest{ID: BatchID(oc) + "-" + strconv.Itoa(attempt), SQL: sql, Kafka: out, KafkaOffsets: oc, TimeoutMS: p.TimeoutMS}
+	since := time.Now()
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-		t, err := c.Submit(ctx, req)
+		t, err := c.submit(ctx, req, since)
 		switch {
 		case err == nil:
 			return t, nil
 		case errors.Is(err, ErrAborted), errors.Is(err, ErrHeuristic), errors.Is(err, ErrInvalid),
-			errors.Is(err, ErrConflict), errors.Is(err, ErrUnauthorized), errors.Is(err, ErrForbidden):
+			errors.Is(err, ErrConflict), errors.Is(err, ErrUnauthorized), errors.Is(err, ErrForbidden),
+			errors.Is(err, ErrRetryWindow):
 			return nil, err
 		}
 		// No outcome yet (unreachable, 503, in doubt): the same id again, which runs it at most
-		// once and returns its outcome when it has one.
+		// once and returns its outcome when it has one, while the server remembers the id.
+		if time.Since(since)+backoff > c.retryWindow {
+			return nil, c.windowError(since, err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w (last answer: %w)", ctx.Err(), err)
@@ -341,19 +353,58 @@ const settleTimeout = 10 * time.Second
 // were not its own fault (againAfterAbort).
 const maxBatchAttempts = 10
 
-// againAfterAbort reports an abort that says nothing about the batch: the coordinator's own
-// (a presumed abort by recovery after a crash, a refused log write) or Kafka's (a transaction
-// that could not complete). A statement's failure, a refused configuration or a fenced member
-// is not sent again.
+// againAfterAbort reports an abort that a new attempt can get past: one that says nothing
+// about the batch. Only those are sent again; a refusal that no resend can change stops the
+// pipeline at once.
+//
+//   - class retriable;
+//   - class abortable from the coordinator: recovery's presumed abort after a coordinator
+//     crash, a refused log write, a budget that ran out;
+//   - class abortable from Kafka when its error is not a refusal for good (refusedForGood): a
+//     transaction Kafka aborted or timed out, a broker that did not acknowledge in time.
+//
+// Never a statement's failure, a fenced member, a refused configuration or permission
+// (invalid_configuration), the coordinator's own fault (internal), or Kafka refusing the
+// records themselves (too large, invalid, an unknown topic) or the client's rights.
 func againAfterAbort(err error) bool {
 	var e *Error
 	if !errors.As(err, &e) || !errors.Is(err, ErrAborted) || errors.Is(err, ErrGroupFenced) {
 		return false
 	}
-	if e.Class == "invalid_configuration" {
+	switch e.Class {
+	case "retriable":
+		return true
+	case "abortable":
+	default:
 		return false
 	}
-	return e.Participant == "coordinator" || e.Participant == "kafka"
+	switch e.Participant {
+	case "coordinator":
+		return true
+	case "kafka":
+		return !refusedForGood(e.Message)
+	}
+	return false
+}
+
+// permanentKafka are the Kafka error codes (as the error's message names them) that refuse the
+// records or the client for good: the same request meets them again.
+var permanentKafka = []string{
+	"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD", "CORRUPT_MESSAGE",
+	"INVALID_TIMESTAMP", "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID", "INVALID_TOPIC_EXCEPTION",
+	"_AUTHORIZATION_FAILED", "SASL_AUTHENTICATION_FAILED", "INVALID_CONFIG", "INVALID_REQUIRED_ACKS",
+	"INVALID_TRANSACTION_TIMEOUT", "UNSUPPORTED_VERSION", "UNSUPPORTED_FOR_MESSAGE_FORMAT",
+	"UNSUPPORTED_COMPRESSION_TYPE", "POLICY_VIOLATION",
+}
+
+// refusedForGood reports a Kafka failure message that names a permanent refusal.
+func refusedForGood(message string) bool {
+	for _, code := range permanentKafka {
+		if strings.Contains(message, code) {
+			return true
+		}
+	}
+	return false
 }
 
 // fencedPause is the wait after a fenced batch before polling again: the member's heartbeat

@@ -16,31 +16,49 @@ import (
 // committed transaction, or an *Error: ErrAborted (both sides rolled back; the error names
 // the participant and SQLSTATE), ErrInvalid, ErrConflict, ErrUnavailable or ErrOverloaded once
 // the retries are spent, ErrInDoubt when ctx ends before the outcome is known (or
-// ErrHeuristic).
+// ErrHeuristic), or an error matching ErrRetryWindow when the id's retry window passed first.
 //
 // An empty req.ID is filled with NewID. Answers 429 and 503 (nothing was left prepared) and
 // failed connections are sent again with the same id and body, after the server's
-// Retry-After, at most WithRetries times: the id makes that safe, since the server runs a
-// request id once and answers a repeat with the stored outcome. On 202 (outcome not known
-// within the time budget) Submit polls the transaction until it is committed, aborted or
-// heuristic, or until ctx ends.
+// Retry-After, at most WithRetries times and within the retry window (WithRetryWindow): the id
+// makes that safe, since the server runs a request id once and answers a repeat with the
+// stored outcome, for as long as it remembers the id. On 202 (outcome not known within the
+// time budget) Submit polls the transaction until it is committed, aborted or heuristic, or
+// until ctx ends; a transaction the server has no row of after 202 (nothing of it was logged)
+// is sent again, as after 503.
 func (c *Client) Submit(ctx context.Context, req TransactionRequest) (*Transaction, error) {
 	if req.ID == "" {
 		req.ID = NewID()
 	}
-	a, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/transactions", body: req, retry503: true, outcomes: true})
-	if err == nil {
-		return transactionOf(a)
+	return c.submit(ctx, req, time.Now())
+}
+
+// submit is Submit of an id first sent at since.
+func (c *Client) submit(ctx context.Context, req TransactionRequest, since time.Time) (*Transaction, error) {
+	for sent := 1; ; sent++ {
+		a, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/transactions", body: req, retry503: true, outcomes: true, since: since})
+		if err == nil {
+			return transactionOf(a)
+		}
+		var e *Error
+		if errors.As(err, &e) && e.Status == http.StatusAccepted && e.Err == nil &&
+			(e.Transaction == nil || !e.Transaction.State.Heuristic()) {
+			t, werr := c.Wait(ctx, req.ID)
+			if !errors.Is(werr, ErrNotFound) || sent >= c.maxAttempts {
+				return t, werr
+			}
+			// In doubt, and then no row: nothing of it was logged (the row's insert did not
+			// land, or the run of the id in flight logged nothing). Safe to send again.
+			if time.Since(since) > c.retryWindow {
+				return nil, c.windowError(since, werr)
+			}
+			continue
+		}
+		if e != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("transaction %s: %w", req.ID, err)
 	}
-	var e *Error
-	if errors.As(err, &e) && e.Status == http.StatusAccepted && e.Err == nil &&
-		(e.Transaction == nil || !e.Transaction.State.Heuristic()) {
-		return c.Wait(ctx, req.ID)
-	}
-	if e != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("transaction %s: %w", req.ID, err)
 }
 
 // Wait polls the transaction until its outcome is known and returns it as Submit does: the

@@ -56,7 +56,7 @@ type Coordinator struct {
 	kafka Kafka // nil when no Kafka is configured
 	sql   SQL
 
-	inflight   sync.Map // gid → struct{}: transactions this process is running
+	inflight   sync.Map // gid → *flight (a request's, flight.go) or struct{} (a shared gid's): transactions this process is running
 	quarantine sync.Map // gid → *quarantineLease: an id left quarantined before prepared was logged
 	running    atomic.Int64
 	batches    *batcher // nil: no shared Kafka transactions
@@ -171,24 +171,19 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 		t.SQLGIDs = append(t.SQLGIDs, SQLGID{Database: db, GID: SQLGIDFor(t.GID, db)})
 	}
 	// In flight from before the row exists: the recovery loop must never take a live request's
-	// fresh active row for a crashed one.
-	if _, busy := c.inflight.LoadOrStore(t.GID, struct{}{}); busy {
-		// Running here: a commit already answered is read once its final write ended.
-		c.awaitFinal(ctx, t.GID)
-		stored, err := c.log.Get(ctx, req.ID)
-		if err != nil {
-			return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: err}
+	// fresh active row for a crashed one. Another run of the id in flight here answers this
+	// request (flight.go).
+	var f *flight
+	for f == nil {
+		if f, err = c.board(ctx, t); err != nil {
+			return nil, err
 		}
-		if !bytes.Equal(stored.Digest, t.Digest) {
-			return nil, ErrIDConflict
-		}
-		return Answer(stored, nil)
 	}
-	w := &work{t: t, req: &req, root: trace.SpanFromContext(ctx)}
+	w := &work{t: t, req: &req, root: trace.SpanFromContext(ctx), flight: f}
 	gid := t.GID
 	defer func() {
 		if !w.handedOff { // else its final write ends its time in flight (finals.go)
-			c.inflight.Delete(gid)
+			c.land(gid, f)
 		}
 	}()
 	start := time.Now()
@@ -244,10 +239,17 @@ func (c *Coordinator) logBegin(ctx context.Context, t *Transaction, budget time.
 	stored, created, err := c.log.Begin(bctx, t)
 	st.end(err)
 	if err != nil {
+		if !beginUndone(err) {
+			// The insert was sent and its answer lost: the row may exist (active, owned by this
+			// instance's epoch, which recovery presumes aborted once this request has left
+			// flight). Not "safe to retry": the outcome is unknown until the row, or its
+			// absence, says so.
+			return begun{err: &OutcomeError{Sentinel: ErrInDoubt, Txn: unlogged(t), Cause: fmt.Errorf(
+				"log begin: the row's insert was sent and its answer lost; the row may exist: %w", err)}}
+		}
 		if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			// The request's own budget was too small to log it: the caller's choice, not an
-			// outage, and nothing of the request ran (a row that did get written is active, and
-			// recovery presumes it aborted).
+			// outage, and nothing of the request ran (the insert never went out).
 			return begun{err: invalid("timeout_ms", fmt.Sprintf("the time budget of %s ran out before the transaction was logged; nothing was run: send it again with a larger timeout_ms", budget))}
 		}
 		return begun{err: &OutcomeError{Sentinel: ErrUnavailable, Cause: fmt.Errorf("log begin: %w", err)}}
@@ -260,6 +262,14 @@ func (c *Coordinator) logBegin(ctx context.Context, t *Transaction, budget time.
 		return begun{t: t, err: err}
 	}
 	return begun{run: true, stored: stored}
+}
+
+// beginUndone reports a Begin failure that proves no row was written by it: the insert never
+// reached the log's server (ErrLogUnsent), the server refused it (ErrLogRefused), or the
+// instance's epoch no longer holds (ErrNotOwner, the fenced insert wrote nothing). Only then is
+// the request safe to send again (503); any other failure may have logged the row.
+func beginUndone(err error) bool {
+	return errors.Is(err, ErrLogUnsent) || errors.Is(err, ErrLogRefused) || errors.Is(err, ErrNotOwner)
 }
 
 // InFlight reports whether this process is running the transaction right now; recovery leaves
@@ -302,7 +312,9 @@ type work struct {
 	// hold, when set, is what every database's PREPARE (or one-phase COMMIT) waits for: the
 	// row's Begin, logged while phase 1 runs (runOverlapped).
 	hold func(context.Context) error
-	mu   sync.Mutex
+	// flight is the request's place in flight (flight.go).
+	flight *flight
+	mu     sync.Mutex
 	// handedOff: the request was answered committed and its final write, running on, owns its
 	// place in flight and its transactional id (finals.go).
 	handedOff bool

@@ -92,7 +92,10 @@
 //
 // Before the decision every failure aborts every participant (presumed abort), Kafka first. A
 // failure of a dependency that leaves nothing prepared is reported as ErrUnavailable (503, safe
-// to retry with the same id); a participant's refusal as ErrAborted (409) with the participant,
+// to retry with the same id). The row's Begin is safe to retry only when it provably wrote
+// nothing: never sent (ErrLogUnsent), refused by the server (ErrLogRefused), or fenced
+// (ErrNotOwner); a Begin sent whose answer was lost may have logged the row, and is ErrInDoubt
+// (202) until recovery resolves the row or its absence shows; a participant's refusal as ErrAborted (409) with the participant,
 // its error class (KIP-1050 groups) and SQLSTATE. After prepared, an unclear EndTxn answer is
 // retried with a raw EndTxn by the stored ids within the caller's budget, then left to recovery
 // (ErrInDoubt, 202) with the transactional.id quarantined. Phase 2 and the final log write run
@@ -100,4 +103,7 @@
 // the row makes the request answer from the stored row: committed 200; aborted, or aborting
 // and not one-phase, 409 (its own participants are rolled back at once); anything else 202. A
 // one-phase COMMIT whose answer was lost is 202, never 409 or 503: only the marker can tell.
+// A request whose id is in flight on this instance (its row perhaps not logged yet) waits for
+// that run's outcome within its own budget, and is in doubt (202) when the budget ends first;
+// never "not found" (flight.go).
 package coord

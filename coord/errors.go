@@ -63,6 +63,12 @@ var (
 	// Unlike a lost answer, this is knowledge: a prepared write refused so leaves the request
 	// free to abort (I3), since no EndTxn(commit) can ever follow it.
 	ErrLogRefused = errors.New("the log refused the write; nothing of it was written")
+	// ErrLogUnsent: a log write provably never reached the log's server (nothing was sent on
+	// the connection, no connection could be made, the log was closed, or the caller's budget
+	// ended before the write was queued): nothing of it is durable. Unlike a write whose answer
+	// was lost (sent, then the connection dropped), which may have landed: a Begin lost so is
+	// in doubt (its row may exist), a Begin unsent is safe to retry.
+	ErrLogUnsent = errors.New("the log write never reached the log's server; nothing of it was written")
 	// ErrNotOwner: this instance cannot confirm that it still holds its instance lock (the lock
 	// session died: PostgreSQL restarted, the backend was terminated, the network cut); it
 	// starts no transaction until it has claimed the lock again (503).

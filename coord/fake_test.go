@@ -28,16 +28,19 @@ const (
 	raceResolve         // a resolver claims and resolves the row, then the call runs
 	raceInterleave      // a resolver starts and stops before its call number pauseAt; the request runs to its end, then the resolver goes on
 	refused             // a log write the server refused: no effect, and the error says so (coord.ErrLogRefused); any other call: failBefore
+	unsent              // a log write that never reached the server: no effect, and the error says so (coord.ErrLogUnsent); any other call: failBefore
 )
 
-// refusal is the error of a call in mode m that fails before its effect (failBefore, refused),
-// or nil.
+// refusal is the error of a call in mode m that fails before its effect (failBefore, refused,
+// unsent), or nil.
 func refusal(m mode, op string) error {
 	switch m {
 	case failBefore:
 		return errInjected
 	case refused:
 		return fmt.Errorf("%s: %w", op, coord.ErrLogRefused)
+	case unsent:
+		return fmt.Errorf("%s: %w", op, coord.ErrLogUnsent)
 	}
 	return nil
 }
@@ -118,7 +121,7 @@ func (w *world) call(ctx context.Context, op string) mode {
 	if at != nil {
 		m = at(n, op)
 	}
-	if m == refused && !strings.HasPrefix(op, "log.") {
+	if (m == refused || m == unsent) && !strings.HasPrefix(op, "log.") {
 		m = failBefore
 	}
 	switch {

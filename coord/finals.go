@@ -75,8 +75,8 @@ func (c *Coordinator) handOff(w *work) *pendingFinal {
 // waiting for it go on.
 func (c *Coordinator) finalDone(w *work, p *pendingFinal) {
 	c.finals.m.Delete(w.t.GID)
-	c.inflight.Delete(w.t.GID)
 	close(p.done)
+	c.land(w.t.GID, w.flight)
 	c.finals.wg.Done()
 }
 

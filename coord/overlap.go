@@ -2,6 +2,8 @@ package coord
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -45,7 +47,14 @@ func (c *Coordinator) runOverlapped(ctx context.Context, w *work, budget time.Du
 		select {
 		case <-done:
 		case <-hctx.Done():
-			return context.Cause(hctx)
+			if cause := context.Cause(hctx); !errors.Is(cause, errBeginLost) {
+				// The budget ran out (or the caller left) before the row was durable: nothing
+				// was prepared, and the request aborts as one whose time ran out anywhere else
+				// in phase 1 (abortable), not as the coordinator's own fault.
+				return &Failure{Participant: ParticipantCoordinator, Class: ClassAbortable,
+					Err: fmt.Errorf("the time budget ran out while the PREPARE waited for the transaction's row to be logged; nothing was prepared: %w", cause)}
+			}
+			return errBeginLost
 		}
 		if !b.run {
 			return errBeginLost

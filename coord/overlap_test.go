@@ -100,15 +100,23 @@ func TestOverlapRunsWorkBesideBegin(t *testing.T) {
 // another run's), and Begin's answer is the request's.
 func TestOverlapBeginLost(t *testing.T) {
 	t.Parallel()
+	onePhase := func() coord.Request {
+		return coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}}
+	}
 	for _, tc := range []struct {
 		name  string
 		req   coord.Request
 		again bool // the id's row exists (committed): the same request sent again
+		// begin is the fate of the Begin when the row does not exist: unsent (503, safe to
+		// retry) or failAfter (the row logged, its answer lost: in doubt, never 503).
+		begin mode
 	}{
-		{"log unavailable, two-phase", twoDBsAndKafka("x"), false},
-		{"log unavailable, one-phase", coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}}, false},
-		{"row exists, two-phase", twoDBsAndKafka("x"), true},
-		{"row exists, one-phase", coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}}, true},
+		{"log unavailable, two-phase", twoDBsAndKafka("x"), false, unsent},
+		{"log unavailable, one-phase", onePhase(), false, unsent},
+		{"begin answer lost, two-phase", twoDBsAndKafka("x"), false, failAfter},
+		{"begin answer lost, one-phase", onePhase(), false, failAfter},
+		{"row exists, two-phase", twoDBsAndKafka("x"), true, pass},
+		{"row exists, one-phase", onePhase(), true, pass},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -133,7 +141,7 @@ func TestOverlapBeginLost(t *testing.T) {
 			} else {
 				w.at = func(_ int, op string) mode {
 					if op == "log.begin" {
-						return failBefore
+						return tc.begin
 					}
 					return pass
 				}
@@ -152,9 +160,21 @@ func TestOverlapBeginLost(t *testing.T) {
 				require.NoError(t, err, "the stored row answers")
 				assert.Equal(t, coord.StateCommitted, answer.State)
 				assert.Equal(t, before, sqlState, "the first run's gids untouched")
-			} else {
+			} else if tc.begin == unsent {
 				require.ErrorIs(t, err, coord.ErrUnavailable)
 				assert.Empty(t, rows)
+				assert.Empty(t, sqlState, "nothing prepared or committed")
+			} else {
+				// The row may exist (here it does): not "safe to retry", whose retry would
+				// find the row and answer it, but in doubt until recovery resolves the row.
+				require.ErrorIs(t, err, coord.ErrInDoubt)
+				assert.NotErrorIs(t, err, coord.ErrUnavailable)
+				var oe *coord.OutcomeError
+				require.ErrorAs(t, err, &oe)
+				require.NotNil(t, oe.Txn, "a 202 carries the transaction")
+				assert.Equal(t, coord.StateActive, oe.Txn.State)
+				require.Contains(t, rows, "p_x")
+				assert.Equal(t, coord.StateActive, rows["p_x"].State, "left to recovery (presumed abort)")
 				assert.Empty(t, sqlState, "nothing prepared or committed")
 			}
 			assert.Contains(t, ops, "sql.run", "the statements ran beside the Begin")
@@ -166,6 +186,58 @@ func TestOverlapBeginLost(t *testing.T) {
 				pid := w.nextPID
 				assert.Equal(t, "aborted", kafka[pid], "the open Kafka transaction is aborted")
 				assertReleases(t, w, []bool{true}, "its id goes back to the pool")
+			}
+		})
+	}
+}
+
+// lateLog logs every Begin only after the request's budget ended (its context is done), as a
+// log write that took longer than the budget and still landed.
+type lateLog struct{ fakeLog }
+
+func (l lateLog) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transaction, bool, error) {
+	<-ctx.Done()
+	time.Sleep(20 * time.Millisecond) // well after the held PREPARE saw the budget end
+	return l.fakeLog.Begin(context.WithoutCancel(ctx), t)
+}
+
+// A request whose time budget ends while its PREPARE (or one-phase COMMIT) waits for its row
+// (I14) has nothing prepared: it aborts as a request whose budget ended anywhere else in phase
+// 1, class abortable, never internal (the coordinator's own fault).
+func TestOverlapBudgetEndsWhileHeld(t *testing.T) {
+	t.Parallel()
+	for _, sh := range shapes {
+		t.Run(sh.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld()
+			var k coord.Kafka
+			if len(sh.req.Kafka) > 0 {
+				k = fakeKafka{w}
+			}
+			c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", Logger: slog.New(slog.DiscardHandler),
+				DefaultTimeout: 100 * time.Millisecond, FinishTimeout: time.Second,
+				Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}, OverlapBegin: true},
+				lateLog{fakeLog{w}}, k, fakeSQL{w})
+			req := cloneReq(sh.req)
+			req.ID = "x"
+			if len(req.SQL) == 0 {
+				return // nothing is held without SQL
+			}
+			_, err := c.Execute(context.Background(), req)
+			require.NoError(t, c.WaitFinals(context.Background()))
+			require.ErrorIs(t, err, coord.ErrAborted)
+			var oe *coord.OutcomeError
+			require.ErrorAs(t, err, &oe)
+			require.NotNil(t, oe.Txn)
+			require.NotNil(t, oe.Txn.Error)
+			assert.Equal(t, coord.ClassAbortable, oe.Txn.Error.Class, "%s", oe.Txn.Error.Message)
+			rows, sqlState, _, _ := w.snapshot()
+			require.Contains(t, rows, "p_x")
+			assert.Equal(t, coord.StateAborted, rows["p_x"].State)
+			assert.Equal(t, coord.ClassAbortable, rows["p_x"].Error.Class)
+			for g, st := range sqlState {
+				assert.NotEqual(t, "prepared", st, "%s prepared", g)
+				assert.NotEqual(t, "committed", st, "%s committed", g)
 			}
 		})
 	}

@@ -143,7 +143,18 @@ func check(t *testing.T, w *world, req coord.Request, answer error) {
 	switch {
 	case answer == nil:
 		assert.True(t, committed, "answered committed, ended %s; calls %v", row.State, w.ops)
-	case errors.Is(answer, coord.ErrAborted), errors.Is(answer, coord.ErrUnavailable):
+	case errors.Is(answer, coord.ErrUnavailable):
+		// "Safe to retry with the same id": the retry must run the request again, so the row
+		// must be one the log's Begin runs again (aborted, retriable), never one that answers
+		// the retry 409 (txlog.Begin re-runs only rows logged retriable).
+		assert.False(t, committed, "answered %v, ended committed; calls %v", answer, w.ops)
+		if assert.Equal(t, coord.StateAborted, row.State, "answered %v; calls %v", answer, w.ops) &&
+			assert.NotNil(t, row.Error, "calls %v", w.ops) {
+			assert.Equal(t, coord.ClassRetriable, row.Error.Class,
+				"answered %v (safe to retry), yet the row a retry finds is %s %s: it answers 409; calls %v",
+				answer, row.State, row.Error.Class, w.ops)
+		}
+	case errors.Is(answer, coord.ErrAborted):
 		assert.False(t, committed, "answered %v, ended committed; calls %v", answer, w.ops)
 	default:
 		assert.ErrorIs(t, answer, coord.ErrInDoubt)
@@ -164,7 +175,7 @@ func TestRulesFailAtEveryCall(t *testing.T) {
 		for _, sh := range shapes {
 			n := calls(t, sh.req)
 			for k := range n {
-				for _, m := range []mode{failBefore, failAfter, refused} {
+				for _, m := range []mode{failBefore, failAfter, refused, unsent} {
 					t.Run(fmt.Sprintf("overlap %t/%s/call %d/mode %d", overlap, sh.name, k, m), func(t *testing.T) {
 						trialOverlap(t, sh.req, -1, overlap, func(i int, _ string) mode {
 							if i == k {

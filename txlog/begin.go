@@ -121,7 +121,9 @@ func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transacti
 			return stored, true, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, false, fmt.Errorf("txlog: begin %s: %w", t.GID, err)
+			// Unsent or refused, nothing of it was written (coord: 503, safe to retry);
+			// otherwise the row may exist (coord: in doubt).
+			return nil, false, fmt.Errorf("txlog: begin %s: %w", t.GID, asUnsent(asLogRefused(err)))
 		}
 		stored, err = l.Get(ctx, t.ID)
 		// A row that the insert met and that is gone now was removed by the retention in

@@ -17,7 +17,10 @@
 // # Failure Handling
 //
 // A write that fails returns an error and leaves the previous state; the coordinator then treats
-// the transaction as in doubt (it never assumes a write it could not confirm). The schema is
+// the transaction as in doubt (it never assumes a write it could not confirm), unless the error
+// proves nothing was written: coord.ErrLogRefused (the server rolled it back) or
+// coord.ErrLogUnsent (it never reached the server: no connection could be had, pgx sent
+// nothing, the log was closed). The schema is
 // managed by golang-migrate from the embedded migrations package, in the connection's
 // search_path schema.
 package txlog

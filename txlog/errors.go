@@ -1,6 +1,7 @@
 package txlog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -110,4 +111,35 @@ func asLogRefused(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", coord.ErrLogRefused, err)
+}
+
+// asUnsent marks err with coord.ErrLogUnsent when it proves that the write never reached the
+// server, so that nothing of it can be durable: pgx says nothing was sent on the connection
+// (pgconn.SafeToRetry: a context that ended before the send, a connection busy or closed), no
+// connection could be made (pgconn.ConnectError), or the log was closed. A write that was sent
+// and whose answer was lost (a connection dropped after the send, a context cut off during the
+// round trip, an error after an acknowledged COMMIT) is returned as is: it may have landed.
+func asUnsent(err error) error {
+	var late errOutcomeUnknown
+	if err == nil || errors.Is(err, coord.ErrLogUnsent) || errors.As(err, &late) {
+		return err
+	}
+	var ce *pgconn.ConnectError
+	if pgconn.SafeToRetry(err) || errors.As(err, &ce) || errors.Is(err, errClosed) {
+		return fmt.Errorf("%w: %w", coord.ErrLogUnsent, err)
+	}
+	return err
+}
+
+// onConn runs send on a connection of pool. A connection that could not be had (the pool's
+// wait cut off by ctx, a connect that failed, a closed pool) fails with coord.ErrLogUnsent:
+// nothing of the write went out. pgxpool's own QueryRow and SendBatch return such a failure as
+// a bare context error, which cannot be told from one cut off during the round trip.
+func onConn(ctx context.Context, pool *pgxpool.Pool, send func(*pgxpool.Conn) error) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: acquire a connection: %w", coord.ErrLogUnsent, err)
+	}
+	defer conn.Release()
+	return send(conn)
 }

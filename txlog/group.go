@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kpgtx/coordinator/coord"
@@ -86,7 +87,8 @@ func (g *groupCommit) do(ctx context.Context, sql string, args []any, begin *beg
 	case <-g.closed:
 		return errClosed
 	case <-ctx.Done():
-		return ctx.Err()
+		// Not queued: nothing of it went out.
+		return fmt.Errorf("%w: %w", coord.ErrLogUnsent, ctx.Err())
 	}
 	select {
 	case err := <-w.err:
@@ -112,11 +114,14 @@ func (g *groupCommit) alone(ctx context.Context, sql string, args []any, scan fu
 	g.inflight.Add(1)
 	defer g.flushEnded()
 	start := time.Now()
-	err := retried(func() error { return scan(g.pool.QueryRow(ctx, sql, args...)) })
+	err := retried(func() error {
+		return onConn(ctx, g.pool, func(c *pgxpool.Conn) error { return scan(c.QueryRow(ctx, sql, args...)) })
+	})
 	if g.obs != nil {
 		g.obs.ObserveLogBatch(1, time.Since(start))
 	}
-	if err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+	if err != nil && ctx.Err() != nil && !pgconn.SafeToRetry(err) &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return fmt.Errorf("outcome of the log write unknown: %w", err)
 	}
 	return err
@@ -220,7 +225,9 @@ func (g *groupCommit) flushIsolating(batch []*write, isolate int) {
 	if len(batch) == 1 {
 		// Alone: an autocommit statement, no BEGIN/COMMIT.
 		w := batch[0]
-		w.err <- retried(func() error { return w.scan(g.pool.QueryRow(ctx, w.sql, w.args...)) })
+		w.err <- retried(func() error {
+			return onConn(ctx, g.pool, func(c *pgxpool.Conn) error { return w.scan(c.QueryRow(ctx, w.sql, w.args...)) })
+		})
 		return
 	}
 	// The Begins of the batch go first, as one statement; the other writes follow, each its own.
@@ -231,47 +238,7 @@ func (g *groupCommit) flushIsolating(batch []*write, isolate int) {
 	var errs []error
 	err := retried(func() error {
 		errs = make([]error, len(merged)+len(rest))
-		// BEGIN, the writes and COMMIT in one round trip. A statement that fails makes the
-		// server skip the rest, COMMIT included: every write of the batch fails, as none
-		// committed. A connection left inside the failed transaction is not reused (pgxpool
-		// destroys a connection released in a transaction).
-		b := &pgx.Batch{}
-		b.Queue("BEGIN")
-		if merged != nil {
-			b.Queue(msql, margs...)
-		}
-		for _, w := range rest {
-			b.Queue(w.sql, w.args...)
-		}
-		b.Queue("COMMIT")
-		br := g.pool.SendBatch(ctx, b)
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		if merged != nil {
-			rows, _ := br.Query()
-			if err := readMerged(rows, merged, errs); err != nil {
-				for i := range merged {
-					errs[i] = err
-				}
-			}
-		}
-		for i, w := range rest {
-			// A write's own answer (a compare-and-set that matched no row) fails only it; an
-			// SQL error aborts the transaction, and COMMIT's answer below fails them all.
-			errs[len(merged)+i] = w.scan(br.QueryRow())
-		}
-		err := readCommit(br, "group commit")
-		if err != nil {
-			// The statement that failed names why the transaction was rolled back.
-			for _, e := range errs {
-				if retryable(e) {
-					return e
-				}
-			}
-		}
-		return err
+		return onConn(ctx, g.pool, func(conn *pgxpool.Conn) error { return g.send(ctx, conn, merged, rest, msql, margs, errs) })
 	})
 	all := append(merged, rest...)
 	if err != nil && isolate > 0 && len(all) > 1 {
@@ -334,4 +301,50 @@ func readCommit(br pgx.BatchResults, what string) error {
 func (g *groupCommit) close() {
 	g.once.Do(func() { close(g.closed) })
 	g.wg.Wait()
+}
+
+// send sends one flush's transaction on conn: BEGIN, the merged Begins, the other writes and
+// COMMIT, in one round trip; each write's own answer goes to errs (merged first).
+func (g *groupCommit) send(ctx context.Context, conn *pgxpool.Conn, merged, rest []*write, msql string, margs []any, errs []error) error {
+	// BEGIN, the writes and COMMIT in one round trip. A statement that fails makes the
+	// server skip the rest, COMMIT included: every write of the batch fails, as none
+	// committed. A connection left inside the failed transaction is not reused (pgxpool
+	// destroys a connection released in a transaction).
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	if merged != nil {
+		b.Queue(msql, margs...)
+	}
+	for _, w := range rest {
+		b.Queue(w.sql, w.args...)
+	}
+	b.Queue("COMMIT")
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	if merged != nil {
+		rows, _ := br.Query()
+		if err := readMerged(rows, merged, errs); err != nil {
+			for i := range merged {
+				errs[i] = err
+			}
+		}
+	}
+	for i, w := range rest {
+		// A write's own answer (a compare-and-set that matched no row) fails only it; an
+		// SQL error aborts the transaction, and COMMIT's answer below fails them all.
+		errs[len(merged)+i] = w.scan(br.QueryRow())
+	}
+	err := readCommit(br, "group commit")
+	if err != nil {
+		// The statement that failed names why the transaction was rolled back.
+		for _, e := range errs {
+			if retryable(e) {
+				return e
+			}
+		}
+	}
+	return err
 }

@@ -71,7 +71,7 @@ func (l *Log) queryRowMerged(ctx context.Context, sql string, args []any, begin 
 		defer l.observeWrite(time.Now())
 	}
 	if l.group == nil {
-		return scan(l.pool.QueryRow(ctx, sql, args...))
+		return onConn(ctx, l.pool, func(c *pgxpool.Conn) error { return scan(c.QueryRow(ctx, sql, args...)) })
 	}
 	return l.group.do(ctx, sql, args, begin, scan)
 }
