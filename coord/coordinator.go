@@ -97,9 +97,19 @@ func (c *Coordinator) GID(requestID string) string { return c.cfg.GIDPrefix + "_
 
 // Get returns the stored transaction. A commit answered by this instance whose final write is
 // pending is read once that write ended (finals.go).
+//
+// An id in flight on this instance whose row is not logged yet is never "not found": it is
+// shown active, as its row will be logged.
 func (c *Coordinator) Get(ctx context.Context, id string) (*Transaction, error) {
-	c.awaitFinal(ctx, c.GID(id))
-	return c.log.Get(ctx, id)
+	gid := c.GID(id)
+	c.awaitFinal(ctx, gid)
+	t, err := c.log.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		if running, ok := c.inFlightView(gid); ok {
+			return running, nil
+		}
+	}
+	return t, err
 }
 
 // Execute runs one request to its outcome. It returns the transaction when it committed;

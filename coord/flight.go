@@ -24,6 +24,7 @@ import (
 // flight is one request id in flight on this instance.
 type flight struct {
 	digest []byte
+	view   *Transaction  // the request as GET shows it before its row is logged
 	done   chan struct{} // closed when the run has left the in-flight set
 }
 
@@ -32,7 +33,7 @@ type flight struct {
 // that run ended and the request may go on as a repeat of the id: board again).
 func (c *Coordinator) board(ctx context.Context, t *Transaction) (mine *flight, err error) {
 	gid := t.GID
-	f := &flight{digest: t.Digest, done: make(chan struct{})}
+	f := &flight{digest: t.Digest, view: unlogged(t), done: make(chan struct{})}
 	v, busy := c.inflight.LoadOrStore(gid, f)
 	if !busy {
 		return f, nil
@@ -53,6 +54,21 @@ func (c *Coordinator) board(ctx context.Context, t *Transaction) (mine *flight, 
 			"%s is in flight on this instance and its outcome was not known within this request's budget: %w",
 			gid, context.Cause(ctx))}
 	}
+}
+
+// inFlightView is the request with gid in flight on this instance, as GET shows it while its
+// row is not logged yet (active, since it was boarded); ok is false when none is.
+func (c *Coordinator) inFlightView(gid string) (t *Transaction, ok bool) {
+	v, ok := c.inflight.Load(gid)
+	if !ok {
+		return nil, false
+	}
+	f, ok := v.(*flight)
+	if !ok {
+		return nil, false
+	}
+	a := *f.view
+	return &a, true
 }
 
 // land takes f's run out of flight and wakes the requests of the same id that wait for it.

@@ -50,6 +50,10 @@ func TestSameIDWhileRowInsertHeld(t *testing.T) {
 			assert.Equal(t, id, held.str("id"), "a 202 carries the transaction: %s", held.Raw)
 			assert.Equal(t, "active", held.str("state"), "%s", held.Raw)
 
+			g := e.do(http.MethodGet, "/v1/transactions/"+id, nil)
+			assert.Equal(t, http.StatusOK, g.Status, "GET of an id in flight is never not found: %s", g.Raw)
+			assert.Equal(t, "active", g.str("state"), "%s", g.Raw)
+
 			waiting := make(chan response, 1)
 			go func() { waiting <- e.postQuiet(body) }()
 			time.Sleep(100 * time.Millisecond)
