@@ -28,18 +28,20 @@ import (
 //   - a key that is not exactly a field's name (a case mismatch says which name was meant);
 //   - a key given twice in one object (also in headers);
 //   - a value of the wrong JSON type, or null where the field cannot be null (only pointer
-//     fields and statement arguments can);
+//     fields, statement arguments and a typed payload's data can);
 //   - an integer field whose number is not an integer of the field's size (1.5, 1e3,
 //     9223372036854775808): it is refused, never rounded or wrapped;
 //   - a number argument beyond float64 (1e400), which no SQL type takes as a number;
 //   - a NUL character in any string or key, except in what a Kafka record carries (its key,
-//     value and header values: strict_records.go);
+//     value and header values, and any string or key of a typed payload's data:
+//     strict_records.go);
 //   - nesting deeper than maxDepth.
 //
 // The body must be declared as JSON (Content-Type application/json, charset utf-8 if any).
 
 // maxDepth bounds the nesting of a request body (statement arguments are scalars; the deepest
-// legitimate path is sql[i].args[j]).
+// legitimate path is sql[i].args[j]). A typed payload's data, a document of the caller's, has
+// its own bound, maxDataDepth, counted from the data.
 const maxDepth = 32
 
 // jsonSpace is JSON's white space (RFC 8259, section 2).
@@ -157,6 +159,11 @@ func (w walker) value(t reflect.Type, path string, depth int) error {
 	tok, err := w.token()
 	if err != nil {
 		return err
+	}
+	if t == rawMessageType {
+		// An opaque JSON value (a typed payload's data): any JSON, null included, taken as
+		// written; what it may be is the payload type's to say (strict_records.go).
+		return w.data(tok, path, 0)
 	}
 	kind := tok.Kind()
 	nullable := false

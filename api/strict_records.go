@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -45,8 +46,6 @@ func (w walker) recordPart(t reflect.Type, tok jsontext.Token, path string, dept
 			return false, nil // {"type", "data", ...}: the struct's fields
 		}
 		return true, invalidAt(path, `must be a string, an object with "type" and "data", or null, not `+jsonKind(kind))
-	case rawMessageType:
-		return true, w.data(tok, path, depth)
 	case timestampType:
 		if kind != '"' && kind != '0' {
 			return true, invalidAt(path, "must be RFC 3339 text or epoch milliseconds, not "+jsonKind(kind))
@@ -124,14 +123,23 @@ func (w walker) text(ft reflect.Type, path string) error {
 	return invalidAt(path, "must be a string, not "+jsonKind(tok.Kind()))
 }
 
-// data reads a typed payload's data: any JSON value, NUL allowed in its strings, duplicate keys
-// refused, nesting bounded.
+// maxDataDepth bounds the nesting of a typed payload's data, counted from the data (a scalar
+// is level 0): deep enough for any document a record is made of, shallow enough that walking
+// it (and encoding/json after) stays cheap.
+const maxDataDepth = 128
+
+// data reads a typed payload's data, which tok starts: any JSON value, taken as written (the
+// record's bytes for type json, the encoder's input for a schema type). null is a value like
+// any other, at the top or at any depth: what a type makes of it is the type's to say (binary
+// and string need a string; a schema says where null fits). NUL is allowed in strings and
+// keys (Kafka carries bytes); a key given twice in one object is refused, and nesting is
+// bounded by maxDataDepth. Numbers are not read as numbers: the bytes are kept as written.
 func (w walker) data(tok jsontext.Token, path string, depth int) error {
-	if depth > maxDepth {
-		return invalidAt(path, "nested deeper than the limit")
-	}
 	switch tok.Kind() {
 	case '[':
+		if depth >= maxDataDepth {
+			return invalidAt(path, fmt.Sprintf("nested deeper than %d levels", maxDataDepth))
+		}
 		for i := 0; w.more(); i++ {
 			next, err := w.token()
 			if err != nil {
@@ -144,11 +152,36 @@ func (w walker) data(tok jsontext.Token, path string, depth int) error {
 		_, err := w.token() // ]
 		return err
 	case '{':
-		return w.object(path, depth, func(key string) (reflect.Type, string, error) {
-			return rawMessageType, path + "[" + quote(key) + "]", nil
-		}, nil)
+		if depth >= maxDataDepth {
+			return invalidAt(path, fmt.Sprintf("nested deeper than %d levels", maxDataDepth))
+		}
+		var seen map[string]bool
+		for w.more() {
+			k, err := w.token()
+			if err != nil {
+				return err
+			}
+			key := k.String() // a key is always a string token
+			mpath := path + "[" + quote(key) + "]"
+			if seen[key] {
+				return invalidAt(mpath, "duplicate key: each key may appear once")
+			}
+			if seen == nil {
+				seen = make(map[string]bool, 8)
+			}
+			seen[key] = true
+			next, err := w.token()
+			if err != nil {
+				return err
+			}
+			if err := w.data(next, mpath, depth+1); err != nil {
+				return err
+			}
+		}
+		_, err := w.token() // }
+		return err
 	}
-	return nil
+	return nil // a string, a number, true, false or null
 }
 
 func quote(s string) string {

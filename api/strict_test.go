@@ -49,6 +49,18 @@ func TestCheckJSON(t *testing.T) {
 		{"an escaped NUL in an argument", `{"sql":[{"statement":"SELECT 1","args":["\u0000"]}]}`, "sql[0].args[0]", "NUL"},
 		{"a duplicate key in an argument", `{"sql":[{"statement":"SELECT 1","args":[{"a":1,"a":2}]}]}`, `sql[0].args[0]["a"]`, "duplicate key"},
 		{"an escaped duplicate key", `{"id":"a","\u0069d":"b"}`, "id", "duplicate key"},
+		// A typed payload's data is any JSON value, null included, at any depth.
+		{"null as data", `{"kafka":[{"topic":"t","value":{"type":"json","data":null}}]}`, "", ""},
+		{"null in data's object", `{"kafka":[{"topic":"t","value":{"type":"json","data":{"a":null}}}]}`, "", ""},
+		{"null deep in data", `{"kafka":[{"topic":"t","value":{"type":"avro","schema_id":1,"data":{"a":[{"b":{"c":null}},null]}}}]}`, "", ""},
+		{"null as a key's data", `{"kafka":[{"topic":"t","key":{"type":"jsonschema","subject":"s","data":null}}]}`, "", ""},
+		{"NUL in data's keys and strings", `{"kafka":[{"topic":"t","value":{"type":"json","data":{"a\u0000":"b\u0000"}}}]}`, "", ""},
+		{"numbers in data as written", `{"kafka":[{"topic":"t","value":{"type":"json","data":[12345678901234567890,1.10,1e400,-0]}}]}`, "", ""},
+		{"data nested 128 levels", `{"kafka":[{"topic":"t","value":{"type":"json","data":` + strings.Repeat("[", 128) + strings.Repeat("]", 128) + `}}]}`, "", ""},
+		{"data nested 129 levels", `{"kafka":[{"topic":"t","value":{"type":"json","data":` + strings.Repeat(`{"a":`, 129) + "1" + strings.Repeat("}", 129) + `}}]}`,
+			"kafka[0].value.data" + strings.Repeat(`["a"]`, 128), "nested deeper than 128 levels"},
+		{"a duplicate key in data", `{"kafka":[{"topic":"t","value":{"type":"json","data":[{"a":1,"a":null}]}}]}`, `kafka[0].value.data[0]["a"]`, "duplicate key"},
+		{"null for a payload's type", `{"kafka":[{"topic":"t","value":{"type":null,"data":1}}]}`, "kafka[0].value.type", "must be a string, not null"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

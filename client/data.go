@@ -32,7 +32,11 @@ func Binary(b []byte) *Data {
 	return &Data{Type: "binary", Data: raw}
 }
 
-// JSON is v serialized compactly as the record's bytes (the server serializes it once).
+// JSON is v serialized compactly as the record's bytes (the server serializes it once). v may
+// be nil (the JSON null) and may hold nil anywhere. A number travels as encoding/json writes
+// it: a float64 cannot hold every integer beyond 2^53, nor 1.10 as written; give such numbers
+// as json.Number, or the whole value as json.RawMessage, and their digits are kept exactly.
+// The same holds for Avro, Protobuf, JSONSchema and Schema.
 func JSON(v any) *Data {
 	raw, err := json.Marshal(v)
 	return &Data{Type: "json", Data: raw, err: err}

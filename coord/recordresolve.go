@@ -117,9 +117,11 @@ func (p *Payload) schemaField() string {
 	return "subject"
 }
 
+// dataPath is the field of a value inside a payload's data; the data itself when p is empty
+// (data that is wrong as a whole, null for a record among them).
 func dataPath(p string) string {
 	if p == "" {
-		return ""
+		return ".data"
 	}
 	if p[0] == '[' {
 		return ".data" + p

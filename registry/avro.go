@@ -17,6 +17,7 @@ import (
 // has no reader for that encoding and would need a Go value shaped like the schema.
 type avroSchema struct {
 	codec *goavro.Codec
+	nums  *avroNumbers // the numbers' check (avronumbers.go)
 }
 
 func compileAvro(text string) (*avroSchema, error) {
@@ -24,12 +25,23 @@ func compileAvro(text string) (*avroSchema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &avroSchema{codec: c}, nil
+	return &avroSchema{codec: c, nums: newAvroNumbers(text)}, nil
 }
 
 func (a *avroSchema) encode(data []byte) ([]byte, error) {
+	if a.nums != nil && a.nums.floats {
+		// goavro takes null for a float or a double (as NaN) and 1e999 (as +Inf).
+		if err := a.nums.check(data); err != nil {
+			return nil, err
+		}
+	}
 	native, rest, err := a.codec.NativeFromTextual(data)
 	if err != nil {
+		if a.nums != nil && !a.nums.floats {
+			if nerr := a.nums.check(data); nerr != nil {
+				return nil, nerr // a number, named with its field
+			}
+		}
 		return nil, a.mismatch(data, err)
 	}
 	if len(bytes.TrimSpace(rest)) != 0 {
@@ -62,8 +74,8 @@ func (a *avroSchema) decode(payload []byte) ([]byte, error) {
 // its path (with array positions) is used, else the keys of the textual error.
 func (a *avroSchema) mismatch(data []byte, terr error) error {
 	reason := avroReason(terr.Error())
-	var v any
-	if json.Unmarshal(data, &v) != nil {
+	v, err := avroProbe(data)
+	if err != nil {
 		return &MismatchError{Reason: "not JSON: " + reason}
 	}
 	if _, berr := a.codec.BinaryFromNative(nil, v); berr != nil {
@@ -72,6 +84,39 @@ func (a *avroSchema) mismatch(data []byte, terr error) error {
 		}
 	}
 	return &MismatchError{Path: avroTextualPath(terr.Error()), Reason: reason}
+}
+
+// avroProbe reads data for the binary encoder's probe, its numbers as written
+// (json.Decoder.UseNumber): an integer that fits an int64 as one, any other number as the
+// float64 nearest it (the numbers' check has refused those a type cannot take).
+func avroProbe(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return probeNumbers(v), nil
+}
+
+func probeNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case []any:
+		for i := range x {
+			x[i] = probeNumbers(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = probeNumbers(x[k])
+		}
+	}
+	return v
 }
 
 var (
@@ -131,7 +176,7 @@ func avroReason(msg string) string {
 var avroWords = strings.NewReplacer(
 	"cannot encode binary ", "", "cannot decode textual ", "",
 	"Go numeric", "a number", "Go bool", "a boolean", "Go nil", "null",
-	"received: float64", "received: a number", "received: string", "received: a string",
+	"received: float64", "received: a number", "received: int64", "received: a number", "received: string", "received: a string",
 	"received: bool", "received: a boolean", "received: map[string]interface {}", "received: an object",
 	"received: []interface {}", "received: an array", "received: <nil>", "received: null",
 	"bytes: expected: string", "string: expected: a string",

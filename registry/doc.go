@@ -15,14 +15,20 @@
 //
 //   - Avro: github.com/linkedin/goavro/v2. The data is Avro's JSON encoding, the form
 //     Confluent's REST Proxy takes: a union value is {"type": value} (or null), bytes and
-//     fixed are strings of code points, missing fields take their defaults.
+//     fixed are strings of code points, missing fields take their defaults. Numbers are
+//     checked as written first (avronumbers.go): an int or a long is an integer without
+//     fraction or exponent within its range, a float or a double a number within its range
+//     and not null; never rounded through a float64.
 //   - Protobuf: the .proto text is compiled with github.com/bufbuild/protocompile (Google's
 //     well-known imports available); the data is the message's canonical JSON mapping,
 //     read by protojson into a dynamicpb message and marshalled deterministically. The
 //     message is Ref.Message, fully qualified with or without the package; empty, the
-//     file's first message.
+//     file's first message. protojson reads numbers as written: an integer beyond its
+//     field's range, a fraction for an integer field, or a double beyond float64 is refused
+//     (an integral 1e3 or 1.0 is an integer, as the JSON mapping says).
 //   - JSON Schema: github.com/santhosh-tekuri/jsonschema/v6 (draft 7 unless the schema says
-//     "$schema"); the payload is the data compacted.
+//     "$schema"), which validates numbers as written (json.Number, exact); the payload is the
+//     data compacted, its numbers byte for byte.
 //
 // Decode is the inverse, for tests and tools: the schema id and the value as JSON.
 //

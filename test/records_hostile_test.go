@@ -15,7 +15,7 @@ import (
 func TestRecordsHostileInput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{configure: func(c *service.Config) { c.MaxBodyBytes = 256 << 10 }})
-	deep := strings.Repeat(`[`, 40) + strings.Repeat(`]`, 40)
+	deep := strings.Repeat(`[`, 200) + strings.Repeat(`]`, 200)
 	rec := func(part string) string {
 		return `{"id":"%s","sql":[{"statement":"INSERT INTO orders (id, total) VALUES ('%s', 1) RETURNING id"}],"kafka":[{"topic":"` + e.topic + `",` + part + `}]}`
 	}

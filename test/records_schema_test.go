@@ -11,6 +11,7 @@ package test
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -125,6 +126,13 @@ func TestRecordsSchemaRegistry(t *testing.T) {
 		{"avro data missing a field", map[string]any{"type": "avro", "subject": avroSubject, "data": map[string]any{"id": "x"}}, 400, "kafka[0].value.data"},
 		{"json schema minimum", map[string]any{"type": "jsonschema", "subject": jsSubject, "data": map[string]any{"id": "x", "total": -1}}, 400, "kafka[0].value.data.total"},
 		{"protobuf unknown field", map[string]any{"type": "protobuf", "subject": protoSubject, "message": "shop.Order", "data": map[string]any{"nope": 1}}, 400, "kafka[0].value.data"},
+		{"avro double beyond float64", map[string]any{"type": "avro", "subject": avroSubject,
+			"data": json.RawMessage(`{"id": "x", "total": 1e400}`)}, 400, "kafka[0].value.data.total"},
+		{"avro null for a double", map[string]any{"type": "avro", "subject": avroSubject,
+			"data": json.RawMessage(`{"id": "x", "total": null}`)}, 400, "kafka[0].value.data.total"},
+		{"avro data null", map[string]any{"type": "avro", "subject": avroSubject, "data": nil}, 400, "kafka[0].value.data"},
+		{"protobuf int32 beyond its range", map[string]any{"type": "protobuf", "subject": protoSubject, "message": "shop.Order",
+			"data": json.RawMessage(`{"lines": [{"qty": 1}, {"qty": 12345678901234567890}]}`)}, 400, "kafka[0].value.data.lines[1].qty"},
 		{"unknown subject", map[string]any{"type": "avro", "subject": e.prefix + "-none", "data": map[string]any{}}, 400, "kafka[0].value.subject"},
 		{"unknown schema id", map[string]any{"type": "avro", "schema_id": 987654, "data": map[string]any{}}, 400, "kafka[0].value.schema_id"},
 		{"unknown version", map[string]any{"type": "avro", "subject": avroSubject, "version": 9, "data": map[string]any{}}, 400, "kafka[0].value.subject"},
@@ -148,6 +156,20 @@ func TestRecordsSchemaRegistry(t *testing.T) {
 			assert.Zero(t, e.committedWithKey(id))
 		})
 	}
+
+	// null where the formats have it, and numbers as written: the JSON Schema payload carries
+	// the total byte for byte, beyond what a float64 holds.
+	exact := e.post(map[string]any{"id": "sr-exact", "kafka": []any{
+		map[string]any{"topic": e.topic, "key": "sr-exact", "value": map[string]any{"type": "avro", "subject": avroSubject,
+			"data": json.RawMessage(`{"id": "sr-exact", "total": 1.10, "note": null}`)}},
+		map[string]any{"topic": e.topic, "key": "sr-exact", "value": map[string]any{"type": "jsonschema", "subject": jsSubject,
+			"data": json.RawMessage(`{"id": "sr-exact", "total": 12345678901234567890.10}`)}},
+	}})
+	require.Equal(t, http.StatusOK, exact.Status, "%s", exact.Raw)
+	_, got, err := dec.Decode(ctx, registry.Avro, e.landed(exact, 0).Value)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"id":"sr-exact","total":1.1,"note":null}`, string(got))
+	assert.Equal(t, `{"id":"sr-exact","total":12345678901234567890.10}`, string(e.landed(exact, 1).Value[5:]))
 	assert.Empty(t, e.preparedLeft())
 }
 
