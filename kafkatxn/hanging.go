@@ -509,25 +509,57 @@ func (p *Pool) Repair(ctx context.Context, h Hanging, commit bool) error {
 	if perr != nil {
 		return fmt.Errorf("kafka: write the %s marker of producer %d: %w", markerName(commit), h.ProducerID, perr)
 	}
-	p.mu.Lock()
-	view := map[int64]txnView{h.ProducerID: {id: h.TransactionalID}}
-	p.mu.Unlock()
-	open, err := p.openOnPartitions(ctx, []string{h.Topic}, view)
+	closed, err := p.stillOpen(ctx, h)
 	if err != nil {
 		return fmt.Errorf("kafka: check the repair of %s/%d: %w", h.Topic, h.Partition, err)
 	}
+	if !closed {
+		return fmt.Errorf("kafka: %s/%d still has the transaction of producer %d open at %d after the %s marker",
+			h.Topic, h.Partition, h.ProducerID, h.StartOffset, markerName(commit))
+	}
+	p.settle(h, &commit)
+	return nil
+}
+
+// Recheck asks the partition again whether a hanging transaction found by a scan is still
+// open. When it is not (its marker arrived after the scan: the broker was late, not skipping
+// it), the entry is dropped and the id returns to the pool as after a repair, and closed is
+// true: nothing is left to repair or to show an operator.
+func (p *Pool) Recheck(ctx context.Context, h Hanging) (closed bool, err error) {
+	closed, err = p.stillOpen(ctx, h)
+	if err != nil || !closed {
+		return false, err
+	}
+	p.settle(h, nil)
+	return true, nil
+}
+
+// stillOpen reports whether the partition no longer holds h's transaction open (closed).
+func (p *Pool) stillOpen(ctx context.Context, h Hanging) (closed bool, err error) {
+	view := map[int64]txnView{h.ProducerID: {id: h.TransactionalID}}
+	open, err := p.openOnPartitions(ctx, []string{h.Topic}, view)
+	if err != nil {
+		return false, err
+	}
 	for _, o := range open {
 		if o.Partition == h.Partition && o.StartOffset == h.StartOffset {
-			return fmt.Errorf("kafka: %s/%d still has the transaction of producer %d open at %d after the %s marker",
-				h.Topic, h.Partition, h.ProducerID, h.StartOffset, markerName(commit))
+			return false, nil
 		}
 	}
+	return true, nil
+}
+
+// settle drops a closed hanging transaction and gives its id back once nothing of it hangs;
+// commit names the marker Repair wrote (nil: it closed without one).
+func (p *Pool) settle(h Hanging, commit *bool) {
 	p.mu.Lock()
 	delete(p.watch.hanging, h.key())
-	p.watch.repaired++
-	p.watch.recent = append(p.watch.recent, Repaired{Hanging: h, Commit: commit, At: time.Now()})
-	if len(p.watch.recent) > keepRepaired {
-		p.watch.recent = append([]Repaired(nil), p.watch.recent[len(p.watch.recent)-keepRepaired:]...)
+	if commit != nil {
+		p.watch.repaired++
+		p.watch.recent = append(p.watch.recent, Repaired{Hanging: h, Commit: *commit, At: time.Now()})
+		if len(p.watch.recent) > keepRepaired {
+			p.watch.recent = append([]Repaired(nil), p.watch.recent[len(p.watch.recent)-keepRepaired:]...)
+		}
 	}
 	var back *producer
 	if !p.heldLocked(h.TransactionalID) {
@@ -535,13 +567,18 @@ func (p *Pool) Repair(ctx context.Context, h Hanging, commit bool) error {
 		delete(p.watch.parked, h.TransactionalID)
 	}
 	p.mu.Unlock()
-	p.cfg.Logger.Warn("hanging Kafka transaction repaired", "transactional_id", h.TransactionalID,
-		"producer_id", h.ProducerID, "topic", h.Topic, "partition", h.Partition, "start_offset", h.StartOffset,
-		"marker", markerName(commit))
+	if commit != nil {
+		p.cfg.Logger.Warn("hanging Kafka transaction repaired", "transactional_id", h.TransactionalID,
+			"producer_id", h.ProducerID, "topic", h.Topic, "partition", h.Partition, "start_offset", h.StartOffset,
+			"marker", markerName(*commit))
+	} else {
+		p.cfg.Logger.Info("hanging Kafka transaction closed without a repair: its marker arrived after the scan",
+			"transactional_id", h.TransactionalID, "producer_id", h.ProducerID, "topic", h.Topic,
+			"partition", h.Partition, "start_offset", h.StartOffset)
+	}
 	if back != nil {
 		p.free <- back
 	}
-	return nil
 }
 
 func markerName(commit bool) string {

@@ -46,3 +46,37 @@ func TestOpenOnPartitions(t *testing.T) {
 	assert.Empty(t, open[TopicPartition{"orders", 0}], "committed: its marker closed it")
 	assert.Contains(t, open, TopicPartition{"orders", 0})
 }
+
+// TestRecheckDropsWhatClosed: a scan's finding whose marker arrived since is dropped by Recheck
+// (nothing for an operator to repair), one still open is kept.
+func TestRecheckDropsWhatClosed(t *testing.T) {
+	t.Parallel()
+	p, _ := kfakePool(t, "orders", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kt, err := p.Acquire(ctx)
+	require.NoError(t, err)
+	txn := kt.(*Txn)
+	require.NoError(t, txn.Begin(ctx, []coord.Record{{Topic: "orders", Key: key("a")}}))
+	ks, err := txn.Prepare(ctx)
+	require.NoError(t, err)
+	h := Hanging{TransactionalID: ks.TransactionalID, ProducerID: ks.ProducerID, Topic: "orders", Partition: 0,
+		StartOffset: ks.Records[0].Offset}
+	p.mu.Lock()
+	hh := h
+	p.watch.hanging[h.key()] = &hh
+	p.mu.Unlock()
+
+	closed, err := p.Recheck(ctx, h)
+	require.NoError(t, err)
+	assert.False(t, closed, "still open on the partition")
+	assert.Len(t, p.HangingTransactions(), 1)
+
+	require.NoError(t, txn.Commit(ctx))
+	txn.Release(true)
+	closed, err = p.Recheck(ctx, h)
+	require.NoError(t, err)
+	assert.True(t, closed, "its marker arrived: nothing to repair")
+	assert.Empty(t, p.HangingTransactions())
+	assert.Zero(t, p.RepairedTotal(), "closed without a repair")
+}

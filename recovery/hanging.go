@@ -39,6 +39,13 @@ func (l *Loop) repairHanging(ctx context.Context, st *Stats) error {
 		}
 		txns := ev.Txns
 		commit, status, note := hangingDecision(h, ev)
+		if status == kafkatxn.HangingCannotRepair {
+			// A scan's finding may be stale: a marker the broker wrote late closed it since, and
+			// an operator must not be sent to repair what is closed (and its id held for it).
+			if closed, err := l.kafka.Recheck(ctx, h); err == nil && closed {
+				continue
+			}
+		}
 		if status != "" {
 			l.kafka.SetHangingNote(h, status, note)
 			continue
