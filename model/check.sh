@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks the protocol model (model/kpgtx.pml) with SPIN: every check of the protocol as fixed
+# Checks the protocol model (model/kpgtx.pml), and retention against the hanging-transaction
+# repair (model/retention.pml), with SPIN: every check of the protocol as fixed
 # must find no violation, and every mutant must make SPIN find one. Exits non-zero otherwise.
 #
 #   bash model/check.sh            the checks below (a few minutes on 2 cores)
@@ -55,5 +56,23 @@ run M_REFUSED_RIDES bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=1 -
 run M_DECIDED_ON_UNCLEAR bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=1 -DHASDEC=1 -DM_DECIDED_ON_UNCLEAR
 run M_PREPARE_BEFORE_ROW bfs violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=1 -DM_PREPARE_BEFORE_ROW
 run M_DUE_MISSES_ABORTING liveness violation -DN2PC=1 -DHAS1PC=0 -DHASB=0 -DNK=1 -DMAXF=2 -DM_DUE_MISSES_ABORTING
+
+# Retention against the hanging-transaction repair (model/retention.pml: R2, R3, H1, H2): one
+# transactional id, two transactions on it one after another, two partitions, markers lost.
+model=retention.pml
+#   R2 in force: atomicity, and no decided transaction ends cannot_repair
+run retention safety pass -DNT=2 -DNP=2 -DMAXF=2
+#   R2 off: H2 (absence is evidence only above the mark) alone keeps atomicity
+run retention-noguard safety pass -DNT=2 -DNP=2 -DMAXF=2 -DRETGUARD=0
+# Probes: each path must be reachable, so the checks above are not vacuous.
+run reach-remove-after-hang bfs violation -DMAXF=2 -DPROBE_REMOVE_AFTER_HANG
+run reach-abort-above-mark bfs violation -DMAXF=2 -DPROBE_ABORT_ABOVE_MARK
+run reach-cannot-repair bfs violation -DMAXF=2 -DRETGUARD=0 -DPROBE_CANNOT_REPAIR
+# Mutants: each must be caught.
+run M_RETAIN_NO_GUARD bfs violation -DMAXF=2 -DM_RETAIN_NO_GUARD
+run M_CHECK_BEFORE_FINAL bfs violation -DMAXF=2 -DM_CHECK_BEFORE_FINAL
+run M_REPAIR_ABORT_ON_MISSING bfs violation -DMAXF=2 -DRETGUARD=0 -DM_REPAIR_ABORT_ON_MISSING
+run M_MARK_AFTER_REMOVE bfs violation -DMAXF=2 -DRETGUARD=0 -DM_MARK_AFTER_REMOVE
+run M_MARK_BEFORE_ROWS bfs violation -DMAXF=2 -DRETGUARD=0 -DM_MARK_BEFORE_ROWS
 
 finish "all checks passed, every mutant caught"
