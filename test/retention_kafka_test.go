@@ -93,6 +93,10 @@ func TestRetentionKeepsHangingEvidence(t *testing.T) {
     updated_at = updated_at - interval '8 days', finished_at = finished_at - interval '8 days',
     instance_id = 'another', owner_instance = 'another'`) // another instance's row: any instance decides alike
 	require.NoError(t, err)
+	// A live peer in a long pass: its heartbeat is old, and it keeps its lock (I8).
+	_, err = e.db.Exec(ctx, `INSERT INTO coordinator_instances (instance_id, txn_id_prefix, pool_size, heartbeat_at)
+VALUES ('another', 'p', 1, now() - interval '1 hour')`)
+	require.NoError(t, err)
 	exists := func() bool {
 		var n int
 		require.NoError(t, e.db.QueryRow(ctx, "SELECT count(*) FROM coordinator_transactions WHERE request_id = 'kept'").Scan(&n))
