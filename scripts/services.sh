@@ -919,6 +919,7 @@ apicurio_start() {
         "(not the registry of $APICURIO_PID); free it or set APICURIO_PORT (it uses APICURIO_PORT and APICURIO_PORT+1)"
     done
     ensure_java
+    command -v curl >/dev/null 2>&1 || { log "curl not found (the readiness probe): installing curl"; apt_install curl; }
     java -version 2>&1 | grep -qE 'version "(1[7-9]|[2-9][0-9])' \
       || die "Apicurio Registry $APICURIO_VERSION needs Java 17 or later; java is: $(java -version 2>&1 | head -n 1)"
     ensure_apicurio
