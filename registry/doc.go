@@ -68,10 +68,10 @@
 // # Registry for the tests
 //
 // The tests run against the registry at SCHEMA_REGISTRY_URL when it is set (CI=true and
-// unreachable: they fail), and always against franz-go's in-process fake of the Confluent
-// API (pkg/sr/srfake), which checks the encodings, the paths and the caching without a
-// server but is not a registry. No real registry installs on the project's machines today:
-// the Maven Central these machines reach lacks Apicurio Registry's own modules (3.x: its
-// schema-util and rules modules; 2.6: its common-app-components; 3.0.9: its parent pom), and
-// Karapace is not on the PyPI they reach.
+// unset or unreachable: they fail), and always against franz-go's in-process fake of the
+// Confluent API (pkg/sr/srfake), which checks the encodings, the paths and the caching without
+// a server but is not a registry. scripts/services.sh starts Apicurio Registry (its packaged
+// app from Maven Central, Confluent's API at /apis/ccompat/v7) and prints its URL, and the
+// suite reads the coordinator's records back with Confluent's Python client
+// (test/records_readback_test.go), so the wire format is checked by a decoder we did not write.
 package registry

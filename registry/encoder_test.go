@@ -337,7 +337,7 @@ func TestCaching(t *testing.T) {
 			})
 
 			t.Run("a new latest version is used after the TTL", func(t *testing.T) {
-				subject, _ := a.register("evolving", sr.TypeJSON, `{"type": "object"}`)
+				subject, _ := a.register("evolving", sr.TypeJSON, `{"type": "object", "properties": {}}`)
 				enc, err := New(Config{URL: url, CacheTTL: -1})
 				require.NoError(t, err)
 				ctx := context.Background()

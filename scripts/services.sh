@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Test services for kpgtx: a dedicated PostgreSQL cluster and a single-node
-# Apache Kafka 4.x broker (KRaft), both without Docker, both on 127.0.0.1.
+# Test services for kpgtx: a dedicated PostgreSQL cluster, a single-node Apache Kafka 4.x
+# broker (KRaft) and an Apicurio Registry 3 (the Schema Registry the schema formats are tested
+# against, through its Confluent-compatible API), all without Docker, all on 127.0.0.1.
 #
-#   scripts/services.sh start    install what is missing, start both, print env
-#   scripts/services.sh stop     stop both (harmless when not running)
+#   scripts/services.sh start    install what is missing, start all three, print env
+#   scripts/services.sh stop     stop all three (harmless when not running)
 #   scripts/services.sh status   say what runs
 #   scripts/services.sh env      print the export lines for the tests
 #   scripts/services.sh reset    stop and delete the data (not the jar cache)
+#
+#   scripts/services.sh start-apicurio | stop-apicurio   the registry alone
+#   scripts/services.sh install-pyclient   Confluent's Python client (confluent-kafka with its
+#                          Avro, JSON Schema and Protobuf serdes, test/reader/requirements.txt)
+#                          in a venv of the cache, for test/reader/read.py; env then names its
+#                          python as SCHEMA_READER_PYTHON
 #
 #   One service at a time (the restart tests use them on private services):
 #   scripts/services.sh start-postgres | stop-postgres   (stop is a fast shutdown)
@@ -33,6 +40,12 @@
 #                          the broker's own traffic (markers), the readiness probe and the tests'
 #                          checks, so that only the coordinator's traffic crosses the proxy
 #   SERVICES_TIMEOUT       seconds to wait for readiness (120)
+#   APICURIO_PORT          Apicurio Registry HTTP port (18081; its management port 18082)
+#   APICURIO_VERSION       Apicurio Registry version (3.0.9)
+#   APICURIO_CACHE         its unpacked app ($HOME/.cache/kpgtx/apicurio-<ver>)
+#   APICURIO_HEAP          its heap (256m)
+#   PYCLIENT_CACHE         the Python client's venv ($HOME/.cache/kpgtx/pyclient-<hash of the
+#                          requirements>)
 #   CLUSTER_DIR            the cluster's data and logs ($SERVICES_DIR/cluster)
 #   CLUSTER_PORTS          its three client ports      (29092,29093,29094)
 #   CLUSTER_CONTROLLER_PORTS  its three KRaft ports    (29192,29193,29194)
@@ -820,12 +833,222 @@ cluster_status() {
   done
 }
 
+# ------------------------------------------------------------ Apicurio Registry
+
+# Apicurio Registry 3 from Maven Central (its app archive: a Quarkus runner jar and lib/), on
+# Java 17, storage in memory (H2): every start begins empty, as the tests expect (they register
+# their own subjects). The tests use its Confluent-compatible API, /apis/ccompat/v7.
+APICURIO_PORT=${APICURIO_PORT:-18081}
+APICURIO_MGMT_PORT=$((APICURIO_PORT + 1))
+APICURIO_VERSION=${APICURIO_VERSION:-3.0.9}
+APICURIO_HEAP=${APICURIO_HEAP:-256m}
+APICURIO_DIR="$SERVICES_DIR/apicurio"
+APICURIO_PID="$APICURIO_DIR/apicurio.pid"
+APICURIO_OUT="$APICURIO_DIR/stdout.log"
+APICURIO_RUNNER="apicurio-registry-app-$APICURIO_VERSION-runner.jar"
+
+apicurio_cache_dir() { echo "${APICURIO_CACHE:-$HOME/.cache/kpgtx/apicurio-$APICURIO_VERSION}"; }
+apicurio_url() { echo "http://127.0.0.1:$APICURIO_PORT/apis/ccompat/v7"; }
+
+ensure_apicurio() {
+  local dir
+  dir=$(apicurio_cache_dir)
+  if [[ -f "$dir/.complete" && "$(cat "$dir/.complete")" == "$APICURIO_VERSION" && -f "$dir/app/$APICURIO_RUNNER" ]]; then
+    return 0
+  fi
+  ensure_maven
+  log "Apicurio Registry $APICURIO_VERSION: fetching its app archive (about 110 MB) from Maven Central into $dir"
+  mkdir -p "$dir"
+  rm -rf "$dir/dl" "$dir/app.tmp" "$dir/.complete"
+  if ! mvn -q -B dependency:copy \
+      -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
+      -DoutputDirectory="$dir/dl" >"$dir/mvn.log" 2>&1; then
+    tail -n 20 "$dir/mvn.log" >&2 || true
+    die "Apicurio Registry: mvn could not fetch io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all (log: $dir/mvn.log)"
+  fi
+  mkdir -p "$dir/app.tmp"
+  tar -xzf "$dir/dl/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz" -C "$dir/app.tmp" \
+    || die "Apicurio Registry: could not unpack $dir/dl/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz"
+  [[ -f "$dir/app.tmp/$APICURIO_RUNNER" ]] \
+    || die "Apicurio Registry: the archive has no $APICURIO_RUNNER at its top (its layout changed?): $(ls "$dir/app.tmp" | tr '\n' ' ')"
+  rm -rf "$dir/app" "$dir/dl"
+  mv "$dir/app.tmp" "$dir/app"
+  echo "$APICURIO_VERSION" >"$dir/.complete"
+}
+
+apicurio_pid() {
+  local pid
+  [[ -f "$APICURIO_PID" ]] || return 1
+  pid=$(cat "$APICURIO_PID")
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  # As kafka_pid: a reused pid is not the registry, unless this script has just started it.
+  if [[ "$pid" != "${APICURIO_STARTED_PID:-}" ]]; then
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'apicurio-registry-app' || return 1
+  fi
+  echo "$pid"
+}
+
+apicurio_port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# Ready: Quarkus's readiness checks pass (storage included) and the Confluent API answers.
+apicurio_ready() {
+  curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$APICURIO_PORT/health/ready" \
+    && curl -sf -o /dev/null --max-time 5 "$(apicurio_url)/subjects"
+}
+
+apicurio_fail() {
+  log "$1"
+  log "---- tail of $APICURIO_OUT"
+  tail -n 40 "$APICURIO_OUT" >&2 2>/dev/null || true
+  exit 1
+}
+
+apicurio_start() {
+  local pid p
+  mkdir -p "$APICURIO_DIR"
+  if pid=$(apicurio_pid); then
+    if apicurio_ready; then
+      log "Apicurio Registry: already running (pid $pid) at $(apicurio_url)"
+      return 0
+    fi
+    log "Apicurio Registry: process $pid runs but does not answer yet: waiting"
+  else
+    rm -f "$APICURIO_PID"
+    for p in "$APICURIO_PORT" "$APICURIO_MGMT_PORT"; do
+      apicurio_port_open "$p" && die "Apicurio Registry: port $p is taken by another process" \
+        "(not the registry of $APICURIO_PID); free it or set APICURIO_PORT (it uses APICURIO_PORT and APICURIO_PORT+1)"
+    done
+    ensure_java
+    command -v curl >/dev/null 2>&1 || { log "curl not found (the readiness probe): installing curl"; apt_install curl; }
+    java -version 2>&1 | grep -qE 'version "(1[7-9]|[2-9][0-9])' \
+      || die "Apicurio Registry $APICURIO_VERSION needs Java 17 or later; java is: $(java -version 2>&1 | head -n 1)"
+    ensure_apicurio
+    local app
+    app="$(apicurio_cache_dir)/app"
+    log "Apicurio Registry $APICURIO_VERSION: starting on 127.0.0.1:$APICURIO_PORT (heap $APICURIO_HEAP, storage in memory)"
+    echo "==== $(date -Is) starting Apicurio Registry $APICURIO_VERSION" >>"$APICURIO_OUT"
+    APICURIO_T0=$SECONDS
+    # setsid + closed stdin + output to a file, as the broker: it outlives this script.
+    (cd "$app" && exec setsid nohup java -Xms64m -Xmx"$APICURIO_HEAP" -XX:+UseSerialGC \
+      -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+      -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$APICURIO_PORT" \
+      -Dquarkus.management.host=127.0.0.1 -Dquarkus.management.port="$APICURIO_MGMT_PORT" \
+      -Dquarkus.http.access-log.enabled=false \
+      -jar "$APICURIO_RUNNER" </dev/null >>"$APICURIO_OUT" 2>&1) &
+    echo $! >"$APICURIO_PID"
+    APICURIO_STARTED_PID=$!
+    disown || true
+  fi
+  local deadline=$((SECONDS + SERVICES_TIMEOUT))
+  until apicurio_ready; do
+    apicurio_pid >/dev/null || apicurio_fail "Apicurio Registry exited during startup (log: $APICURIO_OUT)"
+    ((SECONDS < deadline)) || apicurio_fail "Apicurio Registry did not become ready in ${SERVICES_TIMEOUT}s (log: $APICURIO_OUT)"
+    sleep 0.5
+  done
+  # The tests register new versions of their subjects freely: no compatibility rule. That is
+  # the registry's default (NONE is the absence of its rule: setting NONE where no rule exists
+  # is an error), so it is only set when another level is found.
+  local level
+  level=$(curl -sf --max-time 5 "$(apicurio_url)/config" | grep -o '"compatibilityLevel" *: *"[A-Z_]*"' | grep -o '[A-Z_]*"$' | tr -d '"' || true)
+  if [[ "$level" != NONE ]]; then
+    log "Apicurio Registry: global compatibility is '${level:-?}': setting NONE"
+    curl -sf -o /dev/null --max-time 5 -X PUT -H 'Content-Type: application/vnd.schemaregistry.v1+json' \
+      -d '{"compatibility":"NONE"}' "$(apicurio_url)/config" \
+      || apicurio_fail "Apicurio Registry: could not set the global compatibility to NONE"
+  fi
+  log "Apicurio Registry: ready at $(apicurio_url) (pid $(cat "$APICURIO_PID")${APICURIO_T0:+, after $((SECONDS - APICURIO_T0))s})"
+}
+
+apicurio_stop() {
+  local pid i
+  if pid=$(apicurio_pid); then
+    log "Apicurio Registry: stopping (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 60; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.5
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "Apicurio Registry: still running after 30s, killing"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  rm -f "$APICURIO_PID"
+}
+
+apicurio_status() {
+  local pid rss
+  if pid=$(apicurio_pid); then
+    rss=$(awk '/^VmRSS/ {printf "%d MB", $2 / 1024}' "/proc/$pid/status" 2>/dev/null || echo '?')
+    if apicurio_ready; then
+      echo "apicurio: running at $(apicurio_url) (pid $pid, version $APICURIO_VERSION, RSS $rss, log $APICURIO_OUT)"
+    else
+      echo "apicurio: process $pid running, not answering on 127.0.0.1:$APICURIO_PORT"
+    fi
+  else
+    echo "apicurio: not running"
+  fi
+}
+
+# ------------------------------------------------- Confluent's Python client
+
+# Confluent's Python client and its Schema Registry serdes, pinned in test/reader/requirements.txt,
+# in a venv of the cache named by the file's hash: installed once, reused, and installed anew
+# when the pins change. test/reader/read.py reads the coordinator's records back with it.
+PYCLIENT_REQS="$SCRIPT_DIR/../test/reader/requirements.txt"
+
+pyclient_dir() {
+  local h
+  h=$(sha256sum "$PYCLIENT_REQS" | cut -c1-12)
+  echo "${PYCLIENT_CACHE:-$HOME/.cache/kpgtx/pyclient-$h}"
+}
+
+pyclient_ok() {
+  local dir
+  [[ -f "$PYCLIENT_REQS" ]] || return 1
+  dir=$(pyclient_dir)
+  [[ -f "$dir/.complete" && -x "$dir/bin/python" ]]
+}
+
+install_pyclient() {
+  [[ -f "$PYCLIENT_REQS" ]] || die "missing $PYCLIENT_REQS"
+  local dir py
+  dir=$(pyclient_dir)
+  if pyclient_ok; then
+    log "Python client: present ($dir)"
+    return 0
+  fi
+  py=$(command -v python3 || true)
+  [[ -n "$py" ]] || { log "python3 not found: installing python3"; apt_install python3 python3-venv; py=$(command -v python3); }
+  "$py" -c 'import sys; assert sys.version_info >= (3, 9)' 2>/dev/null \
+    || die "Python client: $py is $("$py" --version 2>&1); confluent-kafka needs Python 3.9 or later"
+  rm -rf "$dir"
+  if ! "$py" -m venv "$dir" >/dev/null 2>&1; then
+    log "Python client: '$py -m venv' failed: installing python3-venv"
+    apt_install python3-venv
+    "$py" -m venv "$dir" || die "Python client: could not create a venv at $dir with $py"
+  fi
+  log "Python client: installing $PYCLIENT_REQS into $dir"
+  if ! "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$PYCLIENT_REQS" >"$dir/pip.log" 2>&1; then
+    tail -n 20 "$dir/pip.log" >&2 || true
+    die "Python client: pip install -r $PYCLIENT_REQS failed (log: $dir/pip.log)"
+  fi
+  "$dir/bin/python" -W ignore -c 'import confluent_kafka, confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.json_schema, confluent_kafka.schema_registry.protobuf, grpc_tools.protoc' \
+    || die "Python client: installed, but its modules do not import (log: $dir/pip.log)"
+  date -Is >"$dir/.complete"
+  log "Python client: ready ($("$dir/bin/python" -W ignore -c 'from importlib.metadata import version as v; import confluent_kafka as c; print("confluent-kafka", v("confluent-kafka"), "with librdkafka", c.libversion()[0])'))"
+}
+
 # ----------------------------------------------------------------------- main
 
 print_env() {
   echo "export DATABASE_URL=postgres://postgres@127.0.0.1:$PG_PORT/coordinator?sslmode=disable"
   echo "export DATABASE_URL_2=postgres://postgres@127.0.0.1:$PG_PORT/coordinator2?sslmode=disable"
   echo "export KAFKA_BROKERS=127.0.0.1:$KAFKA_PORT"
+  echo "export SCHEMA_REGISTRY_URL=$(apicurio_url)"
+  if pyclient_ok; then
+    echo "export SCHEMA_READER_PYTHON=$(pyclient_dir)/bin/python"
+  fi
 }
 
 cmd=${1:-}
@@ -833,11 +1056,22 @@ case "$cmd" in
   start)
     pg_start
     kafka_start
+    apicurio_start
     print_env
     ;;
   stop)
+    apicurio_stop
     kafka_stop
     pg_stop
+    ;;
+  start-apicurio)
+    apicurio_start
+    ;;
+  stop-apicurio)
+    apicurio_stop
+    ;;
+  install-pyclient)
+    install_pyclient
     ;;
   start-postgres)
     pg_start
@@ -874,11 +1108,13 @@ case "$cmd" in
   status)
     pg_status
     kafka_status
+    apicurio_status
     ;;
   env)
     print_env
     ;;
   reset)
+    apicurio_stop
     kafka_stop
     pg_stop
     case "$SERVICES_DIR" in
@@ -888,7 +1124,7 @@ case "$cmd" in
     rm -rf "$SERVICES_DIR"
     ;;
   *)
-    echo "usage: $0 {start|stop|status|env|reset|start-postgres|stop-postgres|start-kafka|stop-kafka|crash-kafka|start-cluster|stop-cluster|cluster-status|kill-broker N|start-broker N}" >&2
+    echo "usage: $0 {start|stop|status|env|reset|start-postgres|stop-postgres|start-kafka|stop-kafka|crash-kafka|start-cluster|stop-cluster|cluster-status|kill-broker N|start-broker N|start-apicurio|stop-apicurio|install-pyclient}" >&2
     exit 2
     ;;
 esac

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # The project's one test command (CI runs it through .ci/run).
 #
-#   1. scripts/services.sh start   real PostgreSQL + real Kafka 4.x
+#   1. scripts/services.sh start   real PostgreSQL + real Kafka 4.x + Apicurio Registry
+#                                  (SCHEMA_REGISTRY_URL: the schema formats' tests)
+#      services.sh install-pyclient
+#                                  Confluent's Python client in a cached venv
+#                                  (SCHEMA_READER_PYTHON: test/reader/read.py reads
+#                                  the coordinator's records back with it)
 #      chromium                    Debian's package, for the console's browser
 #                                  tests; installed when missing
 #      promtool                    Debian's prometheus package, for the alert
@@ -31,10 +36,16 @@ fi
 
 echo "== starting services" >&2
 bash scripts/services.sh start >/dev/null
-eval "$(bash scripts/services.sh env)"
-echo "== DATABASE_URL=$DATABASE_URL DATABASE_URL_2=$DATABASE_URL_2 KAFKA_BROKERS=$KAFKA_BROKERS" >&2
 
 failed=()
+
+# A missing client fails its test in CI (SCHEMA_READER_PYTHON unset), and this step.
+echo "== Confluent's Python client (for test/reader/read.py)" >&2
+bash scripts/services.sh install-pyclient || failed+=("services.sh install-pyclient (Confluent's Python client)")
+
+eval "$(bash scripts/services.sh env)"
+echo "== DATABASE_URL=$DATABASE_URL DATABASE_URL_2=$DATABASE_URL_2 KAFKA_BROKERS=$KAFKA_BROKERS" >&2
+echo "== SCHEMA_REGISTRY_URL=$SCHEMA_REGISTRY_URL SCHEMA_READER_PYTHON=${SCHEMA_READER_PYTHON:-}" >&2
 
 # The console's browser tests (test/console_test.go) drive a headless Chromium;
 # without it they fail in CI. Installed from Debian's packages, as services.sh

@@ -1,12 +1,14 @@
 package test
 
 // Schema Registry formats through the coordinator (docs/records.md): the bytes a read_committed
-// consumer reads are decoded with the registry and the same library, and compared.
+// consumer reads are decoded with the registry and the same library, and compared;
+// records_readback_test.go reads them back with Confluent's Python client as well.
 //
-// The registry: SCHEMA_REGISTRY_URL when it is set; otherwise franz-go's in-process fake of the
-// Confluent API (pkg/sr/srfake), because no real Schema Registry installs on these machines
-// (registry/doc.go says why). The fake checks the coordinator's wiring, the wire format and
-// the errors; it is no stand-in for a real registry.
+// The registry: SCHEMA_REGISTRY_URL, which scripts/test.sh sets to the Apicurio Registry that
+// scripts/services.sh runs (its Confluent-compatible API, /apis/ccompat/v7). In CI a missing
+// SCHEMA_REGISTRY_URL fails these tests; elsewhere, without one, franz-go's in-process fake of
+// the Confluent API (pkg/sr/srfake) serves them, which checks the coordinator's wiring, the wire
+// format and the errors but is no stand-in for a real registry.
 
 import (
 	"context"
@@ -49,9 +51,13 @@ func schemaRegistryURL(t *testing.T) (string, string) {
 	if u := os.Getenv("SCHEMA_REGISTRY_URL"); u != "" {
 		return u, "real"
 	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("SCHEMA_REGISTRY_URL is not set: CI must run scripts/test.sh, which starts Apicurio Registry (bash scripts/services.sh start-apicurio)")
+	}
 	fake := srfake.New()
 	t.Cleanup(fake.Close)
-	t.Log("SCHEMA_REGISTRY_URL is not set: franz-go's srfake serves the registry API (no real registry installs here)")
+	t.Log("SCHEMA_REGISTRY_URL is not set: franz-go's srfake serves the registry API;" +
+		" `bash scripts/services.sh start-apicurio && eval \"$(bash scripts/services.sh env)\"` runs a real one")
 	return fake.URL(), "srfake"
 }
 
