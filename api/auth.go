@@ -237,8 +237,7 @@ func (s *Server) authenticate() func(http.Handler) http.Handler {
 					s.cfg.Logger.Debug("request refused: no bearer token", refusalAttrs(r, dropped)...)
 				}
 				w.Header().Set("WWW-Authenticate", realm)
-				writeJSON(w, http.StatusUnauthorized, errorBody{Error: errorDetail{Class: "unauthorized",
-					Message: "missing bearer token: send the header Authorization: Bearer <token>"}})
+				s.writeError(w, r, refuse(errUnauthorized, "missing bearer token: send the header Authorization: Bearer <token>"))
 				return
 			}
 			tok, ok := keys.lookup(presented)
@@ -247,8 +246,7 @@ func (s *Server) authenticate() func(http.Handler) http.Handler {
 					s.cfg.Logger.Warn("request refused: unknown bearer token", refusalAttrs(r, dropped)...)
 				}
 				w.Header().Set("WWW-Authenticate", realm+`, error="invalid_token", error_description="unknown token"`)
-				writeJSON(w, http.StatusUnauthorized, errorBody{Error: errorDetail{Class: "unauthorized",
-					Message: "invalid bearer token"}})
+				s.writeError(w, r, refuse(errUnauthorized, "invalid bearer token"))
 				return
 			}
 			if !tok.Has(role) {
@@ -257,8 +255,7 @@ func (s *Server) authenticate() func(http.Handler) http.Handler {
 						slog.String("token", tok.Name), slog.String("role", string(role)))...)
 				}
 				w.Header().Set("WWW-Authenticate", realm+`, error="insufficient_scope", scope="`+string(role)+`"`)
-				writeJSON(w, http.StatusForbidden, errorBody{Error: errorDetail{Class: "forbidden",
-					Message: fmt.Sprintf("token %q lacks the %s role that %s %s needs", tok.Name, role, r.Method, r.URL.Path)}})
+				s.writeError(w, r, refuse(errForbidden, fmt.Sprintf("token %q lacks the %s role that %s %s needs", tok.Name, role, r.Method, r.URL.Path)))
 				return
 			}
 			ctx := context.WithValue(r.Context(), callerKey{}, tok.Name)

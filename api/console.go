@@ -93,8 +93,7 @@ func (s *Server) crossOrigin() func(http.Handler) http.Handler {
 		if ok, dropped := s.refusalLog.allow(); ok {
 			s.cfg.Logger.Warn("request refused: cross-origin", refusalAttrs(r, dropped)...)
 		}
-		writeJSON(w, http.StatusForbidden, errorBody{Error: errorDetail{Class: "cross_origin",
-			Message: "cross-origin request refused: state-changing requests from a browser must come from this server's own pages"}})
+		s.writeError(w, r, refuse(errCrossOrigin, "cross-origin request refused: state-changing requests from a browser must come from this server's own pages"))
 	}))
 	return protect.Handler
 }

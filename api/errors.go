@@ -14,7 +14,28 @@ var (
 	// errOverloaded: too many requests in flight, or too much memory held by request bodies
 	// (limits.go); nothing was run: retry after Retry-After (429).
 	errOverloaded = errors.New("server busy")
+	// errUnauthorized: no bearer token, or one the server does not know (auth.go, 401).
+	errUnauthorized = errors.New("unauthorized")
+	// errForbidden: the token lacks the role the route needs (auth.go, 403).
+	errForbidden = errors.New("forbidden")
+	// errCrossOrigin: a browser's state-changing request from another origin (console.go, 403).
+	errCrossOrigin = errors.New("cross-origin request refused")
+	// errMetricsDisabled: the server was built without metrics (metrics.go, 404).
+	errMetricsDisabled = errors.New("metrics are not enabled")
 )
+
+// refusal is an error of the HTTP layer said as its message, whose sentinel chooses the status
+// (statusTable): the middlewares refuse with it through writeError, as handlers return errors.
+type refusal struct {
+	sentinel error
+	msg      string
+}
+
+func (r *refusal) Error() string { return r.msg }
+func (r *refusal) Unwrap() error { return r.sentinel }
+
+// refuse is a refusal of the sentinel's class with the message msg.
+func refuse(sentinel error, msg string) error { return &refusal{sentinel: sentinel, msg: msg} }
 
 // statusTable maps each sentinel to its HTTP status: the one place where errors become
 // statuses. Checked in order; the first match wins. An outcome (coord.OutcomeError) is mapped
@@ -28,6 +49,10 @@ var statusTable = []struct {
 	{errBodyTooLarge, http.StatusRequestEntityTooLarge, "invalid_request"},
 	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
 	{errOverloaded, http.StatusTooManyRequests, "overloaded"},
+	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{errForbidden, http.StatusForbidden, "forbidden"},
+	{errCrossOrigin, http.StatusForbidden, "cross_origin"},
+	{errMetricsDisabled, http.StatusNotFound, "not_found"},
 	{coord.ErrInvalidRequest, http.StatusBadRequest, "invalid_request"},
 	{coord.ErrIDConflict, http.StatusUnprocessableEntity, "id_conflict"},
 	{coord.ErrNotFound, http.StatusNotFound, "not_found"},

@@ -113,31 +113,35 @@ func (s *Server) Handler() http.Handler {
 // handle adapts a handler that returns an error: the error becomes a status via statusTable.
 func (s *Server) handle(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		err := h(w, r)
-		if err == nil {
-			return
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
 		}
-		status, class := statusOf(err)
-		if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
-			// Nothing was left prepared: the same request may be sent again, after a pause.
-			w.Header().Set("Retry-After", retryAfterSeconds)
-		}
-		var oe *coord.OutcomeError
-		if errors.As(err, &oe) && oe.Txn != nil {
-			// 409/202/503 with the transaction: its error says which participant and why.
-			writeJSON(w, status, oe.Txn)
-			return
-		}
-		body := errorBody{Error: errorDetail{Class: class, Message: err.Error()}}
-		var ie *coord.InvalidError
-		if errors.As(err, &ie) {
-			body.Error.Field, body.Error.Message = ie.Field, ie.Reason
-		}
-		if status >= 500 {
-			s.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "error", err)
-		}
-		writeJSON(w, status, body)
 	}
+}
+
+// writeError answers err with the status and class statusTable gives it: every error answer
+// of the API, from handlers and middlewares alike, is written here.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, class := statusOf(err)
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+		// Nothing was left prepared: the same request may be sent again, after a pause.
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
+	var oe *coord.OutcomeError
+	if errors.As(err, &oe) && oe.Txn != nil {
+		// 409/202/503 with the transaction: its error says which participant and why.
+		writeJSON(w, status, oe.Txn)
+		return
+	}
+	body := errorBody{Error: errorDetail{Class: class, Message: err.Error()}}
+	var ie *coord.InvalidError
+	if errors.As(err, &ie) {
+		body.Error.Field, body.Error.Message = ie.Field, ie.Reason
+	}
+	if status >= 500 {
+		s.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "error", err)
+	}
+	writeJSON(w, status, body)
 }
 
 type errorBody struct {

@@ -58,9 +58,7 @@ func (s *Server) overloaded(w http.ResponseWriter, r *http.Request, why string) 
 		s.cfg.Logger.Warn("request refused: server busy", "method", r.Method, "path", r.URL.Path,
 			"remote", r.RemoteAddr, "reason", why, "suppressed", dropped)
 	}
-	w.Header().Set("Retry-After", retryAfterSeconds)
-	writeJSON(w, http.StatusTooManyRequests, errorBody{Error: errorDetail{Class: "overloaded",
-		Message: fmt.Sprintf("%v: %s; nothing was run, retry after %s s", errOverloaded, why, retryAfterSeconds)}})
+	s.writeError(w, r, refuse(errOverloaded, fmt.Sprintf("%v: %s; nothing was run, retry after %s s", errOverloaded, why, retryAfterSeconds)))
 }
 
 // logLimiter lets through at most burst log lines per period, so that a flood of refused

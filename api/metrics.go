@@ -22,7 +22,7 @@ type Metrics interface {
 func (s *Server) metricsRoutes(r chi.Router) {
 	r.Get("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		if s.deps.Metrics == nil {
-			writeJSON(w, http.StatusNotFound, errorBody{Error: errorDetail{Class: "not_found", Message: "metrics are not enabled"}})
+			s.writeError(w, r, refuse(errMetricsDisabled, "metrics are not enabled"))
 			return
 		}
 		s.deps.Metrics.Handler().ServeHTTP(w, r)
