@@ -20,7 +20,15 @@ type avroSchema struct {
 	nums  *avroNumbers // the numbers' check (avronumbers.go)
 }
 
-func compileAvro(text string) (*avroSchema, error) {
+// compileAvro compiles text, with the named types it uses from the schemas it references
+// (deps) inlined (avrorefs.go).
+func compileAvro(text string, deps []dep) (*avroSchema, error) {
+	if len(deps) > 0 {
+		var err error
+		if text, err = composeAvro(text, deps); err != nil {
+			return nil, err
+		}
+	}
 	c, err := goavro.NewCodec(text)
 	if err != nil {
 		return nil, err

@@ -355,29 +355,6 @@ func TestCaching(t *testing.T) {
 	}
 }
 
-func TestUnsupportedReferences(t *testing.T) {
-	for _, tg := range targets(t) {
-		t.Run(tg.name, func(t *testing.T) {
-			a := newAdmin(t, tg.url)
-			base, _ := a.register("base", sr.TypeProtobuf, "syntax = \"proto3\";\npackage shop.v1;\nmessage Money { int64 cents = 1; }\n")
-			ctx := context.Background()
-			subject := a.subject("withref")
-			ss, err := a.cl.CreateSchema(ctx, subject, sr.Schema{
-				Type:       sr.TypeProtobuf,
-				Schema:     "syntax = \"proto3\";\npackage shop.v1;\nimport \"money.proto\";\nmessage Price { Money amount = 1; }\n",
-				References: []sr.SchemaReference{{Name: "money.proto", Subject: base, Version: 1}},
-			})
-			require.NoError(t, err)
-			t.Cleanup(func() { _, _ = a.cl.DeleteSubject(ctx, subject, sr.SoftDelete) })
-			enc, err := New(Config{URL: tg.url})
-			require.NoError(t, err)
-			_, err = enc.Encode(ctx, Protobuf, Ref{ID: ss.ID}, []byte(`{}`))
-			require.ErrorIs(t, err, ErrUnsupportedSchema)
-			require.Contains(t, err.Error(), "references are not supported")
-		})
-	}
-}
-
 func TestDecodeBadInput(t *testing.T) {
 	for _, tg := range targets(t) {
 		t.Run(tg.name, func(t *testing.T) {
