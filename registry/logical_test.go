@@ -261,3 +261,27 @@ func TestAvroComplexTypes(t *testing.T) {
 		})
 	}
 }
+
+// Bytes are code points 0 to 255 however the JSON writes them: a character as itself, or
+// escaped. goavro alone would take é as its two UTF-8 bytes, and \u20ac as 0xAC.
+func TestAvroBytesCodePoints(t *testing.T) {
+	fake := targets(t)[0]
+	a := newAdmin(t, fake.url)
+	_, id := a.register("bytes", sr.TypeAvro, `{"type": "record", "name": "B", "fields": [
+	  {"name": "b", "type": "bytes"}, {"name": "f", "type": {"type": "fixed", "name": "F", "size": 2}}]}`)
+	enc, err := New(Config{URL: fake.url})
+	require.NoError(t, err)
+	ctx := context.Background()
+	b, err := enc.Encode(ctx, Avro, Ref{ID: id}, []byte(`{"b": "é\u00ffA\n", "f": "ÿ\u0000"}`))
+	require.NoError(t, err)
+	require.Equal(t, []byte{8, 0xE9, 0xFF, 'A', '\n', 0xFF, 0x00}, b[5:])
+	_, back, err := enc.Decode(ctx, Avro, b)
+	require.NoError(t, err)
+	requireJSONEq(t, `{"b": "\u00e9\u00ffA\n", "f": "\u00ff\u0000"}`, string(back))
+	for _, data := range []string{`{"b": "\u20ac", "f": "ab"}`, `{"b": "€", "f": "ab"}`} {
+		_, err = enc.Encode(ctx, Avro, Ref{ID: id}, []byte(data))
+		var me *MismatchError
+		require.ErrorAs(t, err, &me, "%s: got %v", data, err)
+		require.Equal(t, "b", me.Path)
+	}
+}

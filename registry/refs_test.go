@@ -61,7 +61,7 @@ const (
 
 	jsonGeo     = `{"type": "object", "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}}, "required": ["lat", "lon"]}`
 	jsonAddress = `{"type": "object", "properties": {"street": {"type": "string"}, "at": {"$ref": "geo.json"}}, "required": ["street"]}`
-	jsonMoney   = `{"type": "number", "minimum": 0}`
+	jsonMoney   = `{"$schema": "http://json-schema.org/draft-07/schema#", "type": "number", "minimum": 0}` // Apicurio guesses the format of a schema without "properties" from "$schema"
 	jsonOrder   = `{"type": "object", "properties": {"ship_to": {"$ref": "address.json"},
 		"total": {"$ref": "https://example.com/schemas/money.json"}}, "required": ["ship_to"]}`
 	jsonRefsData = `{"ship_to": {"street": "Main 1", "at": {"lat": 1.5, "lon": 2.5}}, "total": 12.5}`
@@ -157,7 +157,7 @@ func TestReferencesCached(t *testing.T) {
 			a := newAdmin(t, tg.url)
 			s := registerRefSchemas(t, a)
 			jgeo := a.subject("json-geo")
-			_, other := a.registerRefs("json-other", sr.TypeJSON, `{"$ref": "geo.json"}`, ref("geo.json", jgeo))
+			_, other := a.registerRefs("json-other", sr.TypeJSON, `{"$schema": "http://json-schema.org/draft-07/schema#", "$ref": "geo.json"}`, ref("geo.json", jgeo))
 			url, requests := counting(t, tg.url)
 			enc, err := New(Config{URL: url})
 			require.NoError(t, err)
