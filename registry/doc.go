@@ -18,7 +18,13 @@
 //     fixed are strings of code points, missing fields take their defaults. Numbers are
 //     checked as written first (avronumbers.go): an int or a long is an integer without
 //     fraction or exponent within its range, a float or a double a number within its range
-//     and not null; never rounded through a float64.
+//     and not null; never rounded through a float64. Logical types take Avro's JSON (a
+//     decimal's bytes, epoch numbers) and, where the underlying type leaves no doubt, a
+//     decimal as a JSON number kept exactly (never rounded to the scale), RFC 3339
+//     timestamps, "YYYY-MM-DD" dates, "HH:MM:SS[.fff]" times, and uuid strings checked
+//     (avrological.go); goavro is given the underlying types. Bytes and fixed are strings
+//     of code points 0-255 however the JSON writes them (goavro alone misreads a character
+//     beyond ASCII written as itself).
 //   - Protobuf: the .proto text is compiled with github.com/bufbuild/protocompile (Google's
 //     well-known imports available); the data is the message's canonical JSON mapping,
 //     read by protojson into a dynamicpb message and marshalled deterministically. The
