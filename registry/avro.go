@@ -37,11 +37,23 @@ func compileAvro(text string, deps []dep) (*avroSchema, error) {
 			return nil, err
 		}
 	}
-	c, err := goavro.NewCodec(text)
+	c, err := newCodec(text)
 	if err != nil {
 		return nil, err
 	}
 	return &avroSchema{codec: c, nums: nums}, nil
+}
+
+// newCodec is goavro.NewCodec, with a panic on a schema it does not expect (a type
+// assertion on an attribute it assumed present, as it makes on a second decimal without a
+// scale) an error: a schema from the registry must not take the process down.
+func newCodec(text string) (c *goavro.Codec, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("goavro cannot compile the schema: %v", r)
+		}
+	}()
+	return goavro.NewCodec(text)
 }
 
 // before says whether the data is checked before goavro reads it: goavro takes null for a

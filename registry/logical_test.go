@@ -285,3 +285,20 @@ func TestAvroBytesCodePoints(t *testing.T) {
 		require.Equal(t, "b", me.Path)
 	}
 }
+
+// Two decimals, the second without a scale (0): goavro's own decimal codec panics on it
+// (it reads the scale of the second as a float64 without looking); the underlying bytes
+// goavro is given compile.
+func TestAvroDecimalWithoutScale(t *testing.T) {
+	fake := targets(t)[0]
+	a := newAdmin(t, fake.url)
+	_, id := a.register("decimals", sr.TypeAvro, `{"type": "record", "name": "R", "fields": [
+	  {"name": "a", "type": {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}},
+	  {"name": "b", "type": {"type": "bytes", "logicalType": "decimal", "precision": 4}}]}`)
+	enc, err := New(Config{URL: fake.url})
+	require.NoError(t, err)
+	b, err := enc.Encode(context.Background(), Avro, Ref{ID: id}, []byte(`{"a": 1.5, "b": -2}`))
+	require.NoError(t, err)
+	// a: 150 = 0x96 needs a sign byte (two bytes, length 4 zig-zagged); b: -2 is 0xfe.
+	require.Equal(t, []byte{4, 0x00, 0x96, 2, 0xFE}, b[5:])
+}
