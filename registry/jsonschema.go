@@ -27,8 +27,8 @@ const jsonSchemaURL = "https://schema-registry.invalid/schemas/schema.json"
 var englishPrinter = message.NewPrinter(language.English)
 
 // compileJSONSchema compiles text with the documents it references: each under its
-// reference's name, as a "$ref" says it: resolved against the schema's own location (and
-// against the schema's "$id", when it has one), so that absolute and relative names both
+// reference's name, as a "$ref" says it: resolved against the schema's own location and
+// against the "$id"s the documents declare, so that absolute and relative names both
 // work. Nothing else is loaded: a "$ref" to a document that is neither a reference nor in
 // the schema is refused (no file or network is read).
 func compileJSONSchema(text string, deps []dep) (*jsonSchema, error) {
@@ -42,16 +42,17 @@ func compileJSONSchema(text string, deps []dep) (*jsonSchema, error) {
 	if err := c.AddResource(jsonSchemaURL, doc); err != nil {
 		return nil, err
 	}
+	// The bases a reference's name resolves against: the schema's location, and the "$id"
+	// of the schema and of each referenced document (a "$ref" in a document resolves against
+	// its "$id").
 	bases := []*url.URL{mustURL(jsonSchemaURL)}
-	if m, ok := doc.(map[string]any); ok {
-		for _, k := range []string{"$id", "id"} {
-			if id, ok := m[k].(string); ok {
-				if u, err := url.Parse(id); err == nil && u.IsAbs() {
-					bases = append(bases, u)
-				}
-				break
-			}
+	bases = appendID(bases, doc)
+	for _, d := range deps {
+		rdoc, err := jsonschema.UnmarshalJSON(strings.NewReader(d.schema.Schema))
+		if err != nil {
+			return nil, fmt.Errorf("reference %s: %w", d, err)
 		}
+		bases = appendID(bases, rdoc)
 	}
 	added := map[string]bool{jsonSchemaURL: true}
 	for _, d := range deps {
@@ -66,10 +67,7 @@ func compileJSONSchema(text string, deps []dep) (*jsonSchema, error) {
 				continue
 			}
 			added[at.String()] = true
-			rdoc, err := jsonschema.UnmarshalJSON(strings.NewReader(d.schema.Schema))
-			if err != nil {
-				return nil, fmt.Errorf("reference %s: %w", d, err)
-			}
+			rdoc, _ := jsonschema.UnmarshalJSON(strings.NewReader(d.schema.Schema)) // read above
 			if err := c.AddResource(at.String(), rdoc); err != nil {
 				return nil, fmt.Errorf("reference %s: %w", d, err)
 			}
@@ -80,6 +78,23 @@ func compileJSONSchema(text string, deps []dep) (*jsonSchema, error) {
 		return nil, err
 	}
 	return &jsonSchema{sch: sch}, nil
+}
+
+// appendID appends the absolute "$id" (draft 4: "id") of a document, if it has one.
+func appendID(bases []*url.URL, doc any) []*url.URL {
+	m, ok := doc.(map[string]any)
+	if !ok {
+		return bases
+	}
+	for _, k := range []string{"$id", "id"} {
+		if id, ok := m[k].(string); ok {
+			if u, err := url.Parse(id); err == nil && u.IsAbs() {
+				return append(bases, u)
+			}
+			return bases
+		}
+	}
+	return bases
 }
 
 // noLoader loads nothing: a schema's "$ref"s are to itself or to its references.

@@ -290,3 +290,29 @@ func TestReferencesRefused(t *testing.T) {
 		require.NoError(t, err, "schema id %d: at the bounds", id)
 	}
 }
+
+// A JSON Schema reference's name resolves against the schema's location and the "$id"s the
+// documents declare: a referenced document with its own "$id" finds its references beside
+// it. Nothing else is loaded: a "$ref" to a file is refused.
+func TestJSONSchemaReferenceBases(t *testing.T) {
+	addr := dep{name: "address.json", subject: "a", version: 1, schema: sr.Schema{Type: sr.TypeJSON,
+		Schema: `{"$id": "https://example.com/schemas/address.json", "type": "object", "properties": {"at": {"$ref": "geo.json"}}}`}}
+	geo := dep{name: "geo.json", subject: "g", version: 1, schema: sr.Schema{Type: sr.TypeJSON,
+		Schema: `{"type": "object", "properties": {"lat": {"type": "number"}}}`}}
+	for _, root := range []string{
+		`{"properties": {"a": {"$ref": "address.json"}}}`,
+		`{"$id": "https://example.com/schemas/order.json", "properties": {"a": {"$ref": "address.json"}}}`,
+		`{"$id": "https://example.com/schemas/order.json", "properties": {"a": {"$ref": "https://example.com/schemas/address.json"}}}`,
+		`{"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "https://example.com/schemas/order.json",
+		  "properties": {"a": {"$ref": "address.json"}}}`,
+	} {
+		j, err := compileJSONSchema(root, []dep{geo, addr})
+		require.NoError(t, err, root)
+		_, err = j.encode([]byte(`{"a": {"at": {"lat": "x"}}}`))
+		var me *MismatchError
+		require.ErrorAs(t, err, &me, root)
+		require.Equal(t, "a.at.lat", me.Path, root)
+	}
+	_, err := compileJSONSchema(`{"$ref": "file:///etc/hostname"}`, nil)
+	require.ErrorContains(t, err, "neither in the schema nor one of its references")
+}
