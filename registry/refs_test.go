@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -169,6 +170,32 @@ func TestReferencesCached(t *testing.T) {
 			_, err = enc.Encode(ctx, JSONSchema, Ref{ID: other}, []byte(`{"lat": 1, "lon": 2}`))
 			require.NoError(t, err)
 			require.Equal(t, int64(5), requests.Load()-before, "the other schema only: geo is cached")
+
+			// Concurrent callers of two schemas sharing references: one request per schema
+			// and per referenced version.
+			enc, err = New(Config{URL: url})
+			require.NoError(t, err)
+			before = requests.Load()
+			var wg sync.WaitGroup
+			errs := make(chan error, 32)
+			for i := range 32 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					id, data := s.jsonID, jsonRefsData
+					if i%2 == 1 {
+						id, data = other, `{"lat": 1, "lon": 2}`
+					}
+					_, err := enc.Encode(ctx, JSONSchema, Ref{ID: id}, []byte(data))
+					errs <- err
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			require.Equal(t, int64(5), requests.Load()-before, "two schemas, address, geo, money: each once")
 		})
 	}
 }
