@@ -48,8 +48,8 @@
 // a reference names them); Avro named types by their full name, inlined where the schema
 // first uses them since goavro compiles one schema text (avrorefs.go); JSON Schema
 // documents as resources of the compiler under the reference's name, resolved against the
-// schema's location and its "$id" (relative and absolute $refs both work; nothing else is
-// loaded, from files or the network). The walk is bounded: 16 references deep, 256
+// schema's location and the "$id"s the documents declare (relative and absolute $refs both
+// work; nothing else is loaded, from files or the network). The walk is bounded: 16 references deep, 256
 // referenced schemas in all; a cycle is refused naming the chain of references. A
 // reference the registry does not have is ErrUnknownSchema naming it (name, subject,
 // version, and the chain to it); one it cannot answer is ErrUnavailable.
