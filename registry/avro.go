@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/linkedin/goavro/v2"
 )
@@ -20,24 +21,58 @@ type avroSchema struct {
 	nums  *avroNumbers // the numbers' check (avronumbers.go)
 }
 
-func compileAvro(text string) (*avroSchema, error) {
-	c, err := goavro.NewCodec(text)
+// compileAvro compiles text, with the named types it uses from the schemas it references
+// (deps) inlined (avrorefs.go).
+func compileAvro(text string, deps []dep) (*avroSchema, error) {
+	if len(deps) > 0 {
+		var err error
+		if text, err = composeAvro(text, deps); err != nil {
+			return nil, err
+		}
+	}
+	nums := newAvroNumbers(text)
+	if nums != nil && nums.strip {
+		var err error
+		if text, err = stripLogical(text); err != nil {
+			return nil, err
+		}
+	}
+	c, err := newCodec(text)
 	if err != nil {
 		return nil, err
 	}
-	return &avroSchema{codec: c, nums: newAvroNumbers(text)}, nil
+	return &avroSchema{codec: c, nums: nums}, nil
+}
+
+// newCodec is goavro.NewCodec, with a panic on a schema it does not expect (a type
+// assertion on an attribute it assumed present, as it makes on a second decimal without a
+// scale) an error: a schema from the registry must not take the process down.
+func newCodec(text string) (c *goavro.Codec, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("goavro cannot compile the schema: %v", r)
+		}
+	}()
+	return goavro.NewCodec(text)
+}
+
+// before says whether the data is checked before goavro reads it: goavro takes null for a
+// float or a double (as NaN) and 1e999 (as +Inf), and a logical type's convenient forms
+// are Avro's JSON only once prepared.
+func (a *avroSchema) before() bool {
+	return a.nums != nil && (a.nums.floats || a.nums.logical)
 }
 
 func (a *avroSchema) encode(data []byte) ([]byte, error) {
-	if a.nums != nil && a.nums.floats {
-		// goavro takes null for a float or a double (as NaN) and 1e999 (as +Inf).
-		if err := a.nums.check(data); err != nil {
+	if a.before() {
+		var err error
+		if data, err = a.nums.prepare(data); err != nil {
 			return nil, err
 		}
 	}
 	native, rest, err := a.codec.NativeFromTextual(data)
 	if err != nil {
-		if a.nums != nil && !a.nums.floats {
+		if a.nums != nil && !a.before() {
 			if nerr := a.nums.check(data); nerr != nil {
 				return nil, nerr // a number, named with its field
 			}
@@ -107,6 +142,20 @@ func probeNumbers(v any) any {
 		}
 		f, _ := x.Float64()
 		return f
+	case string:
+		// Bytes and fixed are strings of code points: their bytes, for the binary encoder
+		// (which would take a code point beyond 0x7F as its UTF-8 bytes).
+		latin, wide := make([]byte, 0, len(x)), false
+		for _, r := range x {
+			if r > 0xFF {
+				return x
+			}
+			wide = wide || r >= utf8.RuneSelf
+			latin = append(latin, byte(r))
+		}
+		if wide {
+			return string(latin)
+		}
 	case []any:
 		for i := range x {
 			x[i] = probeNumbers(x[i])

@@ -35,6 +35,13 @@ type avroNumbers struct {
 	// check runs before every encoding. Without, it runs only once goavro refused the data,
 	// to name the field.
 	floats bool
+	// logical: the schema has a logical type, or bytes, whose data is read here
+	// (avrological.go): the data is prepared before every encoding, its convenient forms
+	// turned into Avro's.
+	logical bool
+	// strip: the schema has logical types goavro is given as their underlying types
+	// (stripLogical).
+	strip bool
 }
 
 type avroKind uint8
@@ -46,6 +53,7 @@ const (
 	avroArray
 	avroMap
 	avroUnion
+	avroLogical // a logical type: avrological.go
 )
 
 type avroNode struct {
@@ -54,6 +62,11 @@ type avroNode struct {
 	fields   map[string]avroNamed // avroRecord: by field name
 	items    *avroNode            // avroArray's items, avroMap's values
 	branches map[string]avroNamed // avroUnion: by the name Avro's JSON encoding gives a branch
+
+	// avroLogical: the logical type, its underlying type (typ), and a decimal's precision,
+	// scale and, on a fixed, size.
+	logical                string
+	precision, scale, size int
 }
 
 // avroNamed is a record's field or a union's branch: its name (for the path) and its type.
@@ -113,8 +126,10 @@ func (b *avroBuilder) node(s any, ns string) *avroNode {
 				b.a.floats = true
 			}
 			return &avroNode{kind: avroNumber, typ: s}
-		case "null", "boolean", "string", "bytes":
+		case "null", "boolean", "string":
 			return avroOtherNode
+		case "bytes":
+			return b.logicalNode(map[string]any{}, s)
 		}
 		if n, ok := b.named[fullName(s, ns)]; ok {
 			return n
@@ -150,14 +165,21 @@ func (b *avroBuilder) node(s any, ns string) *avroNode {
 			return n
 		case "enum", "fixed":
 			full, _ := namedFull(s, ns)
-			b.named[full] = avroOtherNode
-			return avroOtherNode
+			n := avroOtherNode
+			if l := b.logicalNode(s, t); l != nil {
+				n = l
+			}
+			b.named[full] = n
+			return n
 		case "array":
 			return &avroNode{kind: avroArray, items: b.node(s["items"], ns)}
 		case "map":
 			return &avroNode{kind: avroMap, items: b.node(s["values"], ns)}
 		}
-		return b.node(t, ns) // a primitive with attributes (a logical type), or a named type
+		if l := b.logicalNode(s, t); l != nil {
+			return l
+		}
+		return b.node(t, ns) // a primitive with attributes, or a named type
 	}
 	return avroOtherNode
 }
@@ -211,16 +233,56 @@ func (a *avroNumbers) check(data []byte) error {
 	return nil
 }
 
+// prepare checks data as check does and returns it with the logical types' convenient
+// forms replaced by Avro's JSON (avrological.go): data itself when there is none. Data
+// that is not JSON, or not of the schema's shape, is returned as it is, for goavro to say
+// what is wrong.
+func (a *avroNumbers) prepare(data []byte) ([]byte, error) {
+	rd := avroReaders.Get().(*avroReader)
+	defer func() {
+		rd.r.Reset(nil)
+		avroReaders.Put(rd)
+	}()
+	rd.r.Reset(data)
+	rd.dec.Reset(&rd.r)
+	var p avroPath
+	if err := walkAvro(a.root, &rd.dec, &p, 0); err != nil {
+		var me *MismatchError
+		if asMismatch(err, &me) {
+			return nil, me
+		}
+		return data, nil
+	}
+	if len(p.edits) == 0 {
+		return data, nil
+	}
+	out := make([]byte, 0, len(data)+16*len(p.edits))
+	at := int64(0)
+	for _, e := range p.edits {
+		out = append(out, data[at:e.start]...)
+		out = append(out, e.value...)
+		at = e.end
+	}
+	return append(out, data[at:]...), nil
+}
+
 func asMismatch(err error, me **MismatchError) bool {
 	m, ok := err.(*MismatchError)
 	*me = m
 	return ok
 }
 
-// avroPath is the path of the value being read.
+// avroPath is the path of the value being read, and the values the walk replaces.
 type avroPath struct {
 	steps []string
 	index []bool
+	edits []avroEdit // in the order of the data
+}
+
+// avroEdit replaces data[start:end] with value.
+type avroEdit struct {
+	start, end int64
+	value      []byte
 }
 
 func (p *avroPath) push(step string, index bool) {
@@ -249,6 +311,18 @@ func walkAvro(n *avroNode, dec *jsontext.Decoder, p *avroPath, depth int) error 
 			return err
 		}
 		return checkAvroNumber(n.typ, v, p)
+	case avroLogical:
+		v, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		repl, err := n.logicalValue(v, p)
+		if err != nil || repl == nil {
+			return err
+		}
+		end := dec.InputOffset()
+		p.edits = append(p.edits, avroEdit{start: end - int64(len(v)), end: end, value: repl})
+		return nil
 	case avroRecord, avroMap:
 		if dec.PeekKind() != '{' {
 			return dec.SkipValue()

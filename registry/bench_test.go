@@ -27,6 +27,10 @@ func BenchmarkEncode(b *testing.B) {
 	require.NoError(b, err)
 	jsonID, _, err := fake.RegisterSchema("bench-json", sr.Schema{Type: sr.TypeJSON, Schema: jsonSchemaOrder})
 	require.NoError(b, err)
+	// The order with logical types in their convenient forms: the data is prepared (and
+	// rewritten) before goavro reads it.
+	logicalID, _, err := fake.RegisterSchema("bench-avro-logical", sr.Schema{Type: sr.TypeAvro, Schema: avroLogicalOrder})
+	require.NoError(b, err)
 	enc, err := New(Config{URL: fake.URL()})
 	require.NoError(b, err)
 
@@ -53,6 +57,7 @@ func BenchmarkEncode(b *testing.B) {
 	}{
 		{"avro", Avro, Ref{ID: avroID}, avroData},
 		{"avro-latest", Avro, Ref{Subject: "bench-avro"}, avroData},
+		{"avro-logical", Avro, Ref{ID: logicalID}, avroLogicalData},
 		{"protobuf", Protobuf, Ref{ID: protoID, Message: "shop.v1.Order"}, protoData},
 		{"jsonschema", JSONSchema, Ref{ID: jsonID}, jsonData},
 	} {
@@ -72,3 +77,20 @@ func BenchmarkEncode(b *testing.B) {
 		})
 	}
 }
+
+const avroLogicalOrder = `{
+  "type": "record", "name": "Order", "namespace": "shop.v1",
+  "fields": [
+    {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "items", "type": {"type": "array", "items": {"type": "record", "name": "Item", "fields": [
+      {"name": "sku", "type": "string"},
+      {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+      {"name": "qty", "type": "int"}
+    ]}}}
+  ]
+}`
+
+const avroLogicalData = `{"id": "123e4567-e89b-12d3-a456-426614174000", "at": "2026-01-02T03:04:05.123Z", "day": "2026-01-02",
+  "items": [{"sku": "a", "price": 1.50, "qty": 2}, {"sku": "b", "price": 2.25, "qty": 1}]}`

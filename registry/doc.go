@@ -18,7 +18,13 @@
 //     fixed are strings of code points, missing fields take their defaults. Numbers are
 //     checked as written first (avronumbers.go): an int or a long is an integer without
 //     fraction or exponent within its range, a float or a double a number within its range
-//     and not null; never rounded through a float64.
+//     and not null; never rounded through a float64. Logical types take Avro's JSON (a
+//     decimal's bytes, epoch numbers) and, where the underlying type leaves no doubt, a
+//     decimal as a JSON number kept exactly (never rounded to the scale), RFC 3339
+//     timestamps, "YYYY-MM-DD" dates, "HH:MM:SS[.fff]" times, and uuid strings checked
+//     (avrological.go); goavro is given the underlying types. Bytes and fixed are strings
+//     of code points 0-255 however the JSON writes them (goavro alone misreads a character
+//     beyond ASCII written as itself).
 //   - Protobuf: the .proto text is compiled with github.com/bufbuild/protocompile (Google's
 //     well-known imports available); the data is the message's canonical JSON mapping,
 //     read by protojson into a dynamicpb message and marshalled deterministically. The
@@ -32,14 +38,27 @@
 //
 // Decode is the inverse, for tests and tools: the schema id and the value as JSON.
 //
-// Schema references (Avro named types from other subjects, Protobuf imports of other
-// subjects, JSON Schema $refs to other documents) are not supported: such a schema is
-// ErrUnsupportedSchema, saying so.
+// # Schema references
+//
+// A schema may reference schemas of other subjects (Confluent's "references": name,
+// subject, version), which may reference others in turn (refs.go). Each is fetched with
+// GET /subjects/{subject}/versions/{version} and handed to the format's library with the
+// schema: Protobuf imports by the reference's name (the import path), read by protocompile's
+// resolver from the referenced texts (Google's well-known files are built in, whether or not
+// a reference names them); Avro named types by their full name, inlined where the schema
+// first uses them since goavro compiles one schema text (avrorefs.go); JSON Schema
+// documents as resources of the compiler under the reference's name, resolved against the
+// schema's location and the "$id"s the documents declare (relative and absolute $refs both
+// work; nothing else is loaded, from files or the network). The walk is bounded: 16 references deep, 256
+// referenced schemas in all; a cycle is refused naming the chain of references. A
+// reference the registry does not have is ErrUnknownSchema naming it (name, subject,
+// version, and the chain to it); one it cannot answer is ErrUnavailable.
 //
 // # Caching
 //
 // A schema is fetched and compiled once, by id, and kept for the life of the Encoder: ids are
-// immutable. A subject's numbered version maps to its id for good too; a subject's latest
+// immutable. So is a referenced subject's numbered version, fetched once for all the schemas
+// that reference it. A subject's numbered version maps to its id for good too; a subject's latest
 // version is remembered for Config.CacheTTL (30 s by default), then asked again. Concurrent
 // callers needing the same schema share one request (singleflight), so a new schema costs at
 // most one registry round trip; after that, Encode makes none. Failures are never cached.
@@ -58,8 +77,9 @@
 //     path with a JSON tokenizer), goavro the record fields and array items of its binary
 //     encoder (tried on the data when Avro's JSON decoding fails, for the array positions that
 //     decoder does not give). 400.
-//   - ErrUnsupportedSchema: references, or a schema text the format's library does not
-//     compile: 400.
+//   - ErrUnsupportedSchema: a schema text the format's library does not compile (with its
+//     references), or references nested too deep, too many, in a cycle, or of another
+//     format: 400.
 //   - ErrUnavailable: the registry did not answer usably: connection refused, timeout
 //     (Config.Timeout, 5 s by default, per request), a 5xx, credentials refused (401/403),
 //     an answer that is not the registry's JSON, or the caller's context ending while it

@@ -86,6 +86,7 @@ type Encoder struct {
 	mu       sync.RWMutex
 	byID     map[int]*schema        // immutable: kept forever
 	bySubver map[subver]subverEntry // subject/version -> id
+	refTexts map[subver]sr.Schema   // referenced subjects' numbered versions, as fetched: immutable
 	flights  singleflight.Group     // one registry round trip per key at a time
 }
 
@@ -129,6 +130,7 @@ func New(cfg Config) (*Encoder, error) {
 		ttl:      cfg.CacheTTL,
 		byID:     make(map[int]*schema),
 		bySubver: make(map[subver]subverEntry),
+		refTexts: make(map[subver]sr.Schema),
 	}, nil
 }
 
@@ -260,7 +262,7 @@ func (e *Encoder) resolve(ctx context.Context, ref Ref) (*schema, error) {
 		if err != nil {
 			return nil, classify(err, ref.String())
 		}
-		s, err := e.store(ss.ID, ss.Schema)
+		s, err := e.store(ctx, ss.ID, ss.Schema)
 		if err != nil {
 			return nil, err
 		}
@@ -304,7 +306,7 @@ func (e *Encoder) byIDCached(ctx context.Context, id int) (*schema, error) {
 		if err != nil {
 			return nil, classify(err, "schema id "+strconv.Itoa(id))
 		}
-		return e.store(id, sc)
+		return e.store(ctx, id, sc)
 	})
 	if err != nil {
 		return nil, err
@@ -312,13 +314,18 @@ func (e *Encoder) byIDCached(ctx context.Context, id int) (*schema, error) {
 	return v.(*schema), nil
 }
 
-// store compiles a schema the registry returned and caches it by id (a compiled schema
-// already there wins: ids are immutable). Compilation failures are not cached.
-func (e *Encoder) store(id int, sc sr.Schema) (*schema, error) {
+// store compiles a schema the registry returned, with the schemas it references (fetched,
+// or cached, by refs.go), and caches it by id (a compiled schema already there wins: ids are
+// immutable). Failures are not cached.
+func (e *Encoder) store(ctx context.Context, id int, sc sr.Schema) (*schema, error) {
 	if s := e.idCached(id); s != nil {
 		return s, nil
 	}
-	s, err := compile(id, sc)
+	deps, err := e.references(ctx, id, sc)
+	if err != nil {
+		return nil, err
+	}
+	s, err := compile(id, sc, deps)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,8 @@ import (
 
 var (
 	// ErrUnknownSchema: the schema id, the subject or the subject's version is not in the
-	// registry (or, for Protobuf, the schema has no message of the requested name). The
+	// registry, nor a schema it references (or, for Protobuf, the schema has no message of
+	// the requested name). The
 	// request named something that does not exist: a client error (400).
 	ErrUnknownSchema = errors.New("registry: unknown schema")
 
@@ -22,9 +23,9 @@ var (
 	// *MismatchError, which names the field (400).
 	ErrMismatch = errors.New("registry: data does not match the schema")
 
-	// ErrUnsupportedSchema: the schema is one this package cannot encode against: it uses
-	// schema references (Avro named types or Protobuf imports of other subjects, JSON Schema
-	// $refs to other subjects), or its text does not compile with the format's library (400).
+	// ErrUnsupportedSchema: the schema is one this package cannot encode against: its text
+	// does not compile with the format's library (with the schemas it references), or its
+	// references are nested too deep, too many, form a cycle, or are of another format (400).
 	ErrUnsupportedSchema = errors.New("registry: schema not supported")
 
 	// ErrUnavailable: the registry could not be asked: unreachable, a timeout, a 5xx answer,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -19,25 +20,96 @@ type jsonSchema struct {
 	sch *jsonschema.Schema
 }
 
-const jsonSchemaURL = "urn:kpgtx:registry:schema.json"
+// jsonSchemaURL is where the schema is, for its relative "$ref"s: a hierarchical URL, so
+// that "address.json" resolves beside it, and one nothing is loaded from.
+const jsonSchemaURL = "https://schema-registry.invalid/schemas/schema.json"
 
 var englishPrinter = message.NewPrinter(language.English)
 
-func compileJSONSchema(text string) (*jsonSchema, error) {
+// compileJSONSchema compiles text with the documents it references: each under its
+// reference's name, as a "$ref" says it: resolved against the schema's own location and
+// against the "$id"s the documents declare, so that absolute and relative names both
+// work. Nothing else is loaded: a "$ref" to a document that is neither a reference nor in
+// the schema is refused (no file or network is read).
+func compileJSONSchema(text string, deps []dep) (*jsonSchema, error) {
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
 	if err != nil {
 		return nil, err
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft7)
+	c.UseLoader(noLoader{})
 	if err := c.AddResource(jsonSchemaURL, doc); err != nil {
 		return nil, err
+	}
+	// The bases a reference's name resolves against: the schema's location, and the "$id"
+	// of the schema and of each referenced document (a "$ref" in a document resolves against
+	// its "$id").
+	bases := []*url.URL{mustURL(jsonSchemaURL)}
+	bases = appendID(bases, doc)
+	for _, d := range deps {
+		rdoc, err := jsonschema.UnmarshalJSON(strings.NewReader(d.schema.Schema))
+		if err != nil {
+			return nil, fmt.Errorf("reference %s: %w", d, err)
+		}
+		bases = appendID(bases, rdoc)
+	}
+	added := map[string]bool{jsonSchemaURL: true}
+	for _, d := range deps {
+		ref, err := url.Parse(d.name)
+		if err != nil {
+			return nil, fmt.Errorf("reference %s: its name is not a URL: %w", d, err)
+		}
+		for _, base := range bases {
+			at := base.ResolveReference(ref)
+			at.Fragment = ""
+			if added[at.String()] {
+				continue
+			}
+			added[at.String()] = true
+			rdoc, _ := jsonschema.UnmarshalJSON(strings.NewReader(d.schema.Schema)) // read above
+			if err := c.AddResource(at.String(), rdoc); err != nil {
+				return nil, fmt.Errorf("reference %s: %w", d, err)
+			}
+		}
 	}
 	sch, err := c.Compile(jsonSchemaURL)
 	if err != nil {
 		return nil, err
 	}
 	return &jsonSchema{sch: sch}, nil
+}
+
+// appendID appends the absolute "$id" (draft 4: "id") of a document, if it has one.
+func appendID(bases []*url.URL, doc any) []*url.URL {
+	m, ok := doc.(map[string]any)
+	if !ok {
+		return bases
+	}
+	for _, k := range []string{"$id", "id"} {
+		if id, ok := m[k].(string); ok {
+			if u, err := url.Parse(id); err == nil && u.IsAbs() {
+				return append(bases, u)
+			}
+			return bases
+		}
+	}
+	return bases
+}
+
+// noLoader loads nothing: a schema's "$ref"s are to itself or to its references.
+type noLoader struct{}
+
+func (noLoader) Load(u string) (any, error) {
+	return nil, fmt.Errorf("%s is neither in the schema nor one of its references", u)
+}
+
+func mustURL(s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return u
 }
 
 func (j *jsonSchema) encode(data []byte) ([]byte, error) {

@@ -25,19 +25,30 @@ type protoSchema struct {
 	file linker.File
 }
 
-const protoFileName = "schema.proto"
+// protoFileName is the schema's own file: a name no reference is likely to take (a
+// reference's name is its import path).
+const protoFileName = "kpgtx-registry/schema.proto"
 
-func compileProto(text string) (*protoSchema, error) {
+// compileProto compiles text with the files it imports: each reference's text under its
+// name (the import path), and Google's well-known files, built in.
+func compileProto(text string, deps []dep) (*protoSchema, error) {
+	files := map[string]string{protoFileName: text}
+	for _, d := range deps {
+		if prev, ok := files[d.name]; ok && prev != d.schema.Schema {
+			return nil, fmt.Errorf("two references import %q with different texts (one of them %s)", d.name, d)
+		}
+		files[d.name] = d.schema.Schema
+	}
 	c := protocompile.Compiler{
 		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-			Accessor: protocompile.SourceAccessorFromMap(map[string]string{protoFileName: text}),
+			Accessor: protocompile.SourceAccessorFromMap(files),
 		}),
 	}
-	files, err := c.Compile(context.Background(), protoFileName)
+	compiled, err := c.Compile(context.Background(), protoFileName)
 	if err != nil {
 		return nil, err
 	}
-	return &protoSchema{file: files[0]}, nil
+	return &protoSchema{file: compiled[0]}, nil
 }
 
 // message finds the message to encode (name: fully qualified, with or without the package;

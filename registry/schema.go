@@ -16,21 +16,18 @@ type schema struct {
 	json  *jsonSchema
 }
 
-// compile parses the text the registry returned with the format's library.
-func compile(id int, sc sr.Schema) (*schema, error) {
-	if len(sc.References) > 0 {
-		return nil, fmt.Errorf("%w: schema id %d references other schemas (%s from subject %q):"+
-			" schema references are not supported", ErrUnsupportedSchema, id, sc.References[0].Name, sc.References[0].Subject)
-	}
+// compile parses the text the registry returned with the format's library, with the
+// schemas it references (refs.go: deps, in dependency order).
+func compile(id int, sc sr.Schema, deps []dep) (*schema, error) {
 	s := &schema{id: id, typ: sc.Type}
 	var err error
 	switch sc.Type {
 	case sr.TypeAvro:
-		s.avro, err = compileAvro(sc.Schema)
+		s.avro, err = compileAvro(sc.Schema, deps)
 	case sr.TypeProtobuf:
-		s.proto, err = compileProto(sc.Schema)
+		s.proto, err = compileProto(sc.Schema, deps)
 	case sr.TypeJSON:
-		s.json, err = compileJSONSchema(sc.Schema)
+		s.json, err = compileJSONSchema(sc.Schema, deps)
 	default:
 		err = fmt.Errorf("unknown schema type %v", sc.Type)
 	}
