@@ -34,6 +34,11 @@ func (e *env) serveOps(t *testing.T, historyEvery time.Duration) {
 	cfg.Instance = "a"
 	cfg.RecoveryInterval = time.Hour
 	cfg.InstanceLease = 2 * time.Hour
+	// The longer lease and recovery interval raise the retention's floor above the one
+	// newStore chose: the retention follows, or the configuration is refused.
+	if cfg.Retention != 0 {
+		cfg.Retention = max(cfg.Retention, cfg.RetentionFloor())
+	}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	svc, err := service.Open(context.Background(), cfg, logger, service.WithHistoryInterval(historyEvery))
 	require.NoError(t, err)

@@ -34,6 +34,11 @@ func (e *env) serveAs(t *testing.T, name string, configure func(*service.Config)
 	if configure != nil {
 		configure(&cfg)
 	}
+	// The longer lease and recovery interval raise the retention's floor above the one
+	// newStore chose: the retention follows, or the configuration is refused.
+	if cfg.Retention != 0 {
+		cfg.Retention = max(cfg.Retention, cfg.RetentionFloor())
+	}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	svc, err := service.Open(context.Background(), cfg, logger)
 	require.NoError(t, err)
