@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,35 @@ func chartTotal(b *browser, chart string) int {
 	return eval[int](b, fmt.Sprintf(`Array.from(document.querySelectorAll('#chart-%s .fig')).reduce((n, f) => n + Number(f.dataset.total || 0), 0)`, chart))
 }
 
+// checkTimeAxes: every chart's time axis is labelled in UTC on a 24-hour clock, HH:MM or
+// HH:MM:SS, each label the UTC time of its tick, with no date or am/pm on the axis (the
+// browser runs in another zone, browserZone); the date is said once, over the charts, in UTC.
+func checkTimeAxes(t *testing.T, b *browser) {
+	t.Helper()
+	require.NotZero(t, eval[int](b, `new Date().getTimezoneOffset()`), "the browser runs in %s, not UTC", browserZone)
+	type axis struct {
+		ID     string    `json:"id"`
+		Ticks  []string  `json:"ticks"`
+		Splits []float64 `json:"splits"`
+	}
+	axes := eval[[]axis](b, `Array.from(document.querySelectorAll('.card.chart')).map((c) => ({
+		id: c.id, ticks: JSON.parse(c.dataset.xTicks || '[]'), splits: JSON.parse(c.dataset.xSplits || '[]')}))`)
+	require.Len(t, axes, 9)
+	label := regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$`)
+	for _, a := range axes {
+		require.NotEmpty(t, a.Ticks, "%s: the time axis has labels", a.ID)
+		require.Len(t, a.Splits, len(a.Ticks), a.ID)
+		for i, tick := range a.Ticks {
+			require.Regexp(t, label, tick, "%s: tick %d is HH:MM or HH:MM:SS, without a date or am/pm", a.ID, i)
+			sec := int64(a.Splits[i])
+			want := time.Unix(sec, 0).UTC().Format("15:04:05")[:len(tick)]
+			assert.Equal(t, want, tick, "%s: tick %d (%d) in UTC", a.ID, i, sec)
+		}
+	}
+	assert.Regexp(t, `^Times in UTC · [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}Z – ([0-9]{4}-[0-9]{2}-[0-9]{2} )?[0-9]{2}:[0-9]{2}:[0-9]{2}Z$`,
+		b.text("#overview-window"), "the date once, over the charts")
+}
+
 func TestConsoleOverview(t *testing.T) {
 	t.Parallel()
 	b := newBrowser(t)
@@ -112,6 +142,7 @@ func TestConsoleOverview(t *testing.T) {
 	assert.Regexp(t, `leased [0-9]`, b.text("#chart-kafka .figs"))
 	assert.Regexp(t, `acquired [0-9]`, b.text("#chart-db .figs"))
 	assert.Equal(t, 9, eval[int](b, `document.querySelectorAll('.card.chart canvas').length`), "every chart is drawn")
+	checkTimeAxes(t, b)
 
 	// Aborts: duplicates of a committed row's id abort (class abortable); the chart's count
 	// rises.
