@@ -184,6 +184,14 @@ func TestConsoleSearch(t *testing.T) {
 		b.until("the page of find-me for "+text, `document.getElementById('txn-id')?.textContent === 'find-me'`)
 		assert.Equal(t, "committed", b.text("#txn-state"), text)
 	}
+	// A transaction that committed has no evidence to show: no Evidence card.
+	b.visible("#events")
+	assert.Zero(t, eval[int](b, `document.querySelectorAll('#evidence').length`), "no empty Evidence card")
+	b.screenshot("committed")
+	// One that aborted has its error as evidence.
+	b.setHash("#/txn/refused")
+	b.until("the page of refused", `document.querySelector('#txn-state .v-aborted') !== null`)
+	assert.Contains(t, b.text("#evidence #txn-error"), "duplicate key", "the error that aborted it")
 	for _, c := range []struct{ text, says string }{
 		{"nope", `No transaction with id "nope".`},
 		{"other_find-me", `No transaction with gid "other_find-me"`},

@@ -210,8 +210,16 @@ export async function txnView(main, id) {
           k.records && k.records.length ? table(['Topic', 'Partition', 'Offset', 'Timestamp'], k.records.map((r) => [h('td', {}, r.topic), h('td', { class: 'num' }, String(r.partition)), h('td', { class: 'num' }, String(r.offset)), h('td', {}, r.timestamp || '')])) : h('p', { class: 'muted' }, 'No offsets logged.')]
           : h('p', { class: 'muted' }, 'No Kafka ids logged.')),
       offsetsCard(t.kafka_offsets)),
-    h('section', { class: 'card', id: 'evidence' }, h('h2', {}, 'Evidence'), evidence(t, entry, events)),
+    evidenceCard(t, entry, events),
     h('section', { class: 'card', id: 'events' }, h('h2', {}, 'Event history'), eventsTable(events)));
+}
+
+// evidenceCard is the Evidence section, or nothing when there is no evidence to show (a
+// transaction that finished without an error).
+function evidenceCard(t, entry, events) {
+  const parts = evidence(t, entry, events);
+  if (!parts.length) return '';
+  return h('section', { class: 'card', id: 'evidence' }, h('h2', {}, 'Evidence'), parts);
 }
 
 // offsetsCard shows the consumer group's offsets the Kafka transaction commits (logged with
