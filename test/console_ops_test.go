@@ -184,9 +184,11 @@ func TestConsoleSearch(t *testing.T) {
 		b.until("the page of find-me for "+text, `document.getElementById('txn-id')?.textContent === 'find-me'`)
 		assert.Equal(t, "committed", b.text("#txn-state"), text)
 	}
-	// A transaction that committed has no evidence to show: no Evidence card.
+	// A transaction that committed has no evidence to show: no Evidence card; its record's
+	// timestamp stays on one line.
 	b.visible("#events")
 	assert.Zero(t, eval[int](b, `document.querySelectorAll('#evidence').length`), "no empty Evidence card")
+	checkRecordTimes(t, b)
 	b.screenshot("committed")
 	// One that aborted has its error as evidence.
 	b.setHash("#/txn/refused")

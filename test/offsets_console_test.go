@@ -62,6 +62,7 @@ func TestOffsetsInDoubtAndConsole(t *testing.T) {
 	assert.NotContains(t, kafka, "offsets logged")
 	assert.Zero(t, eval[int](b, `document.querySelectorAll('#kafka-records').length`), "no records table")
 	assert.Equal(t, 1, eval[int](b, `document.querySelectorAll('#txn-offsets tbody tr').length`), "the offsets card shows the offset")
+	assert.LessOrEqual(t, eval[int](b, `document.documentElement.scrollWidth - innerWidth`), 0, "the cards fit the page's width")
 	b.screenshot("offsets-no-records")
 
 	r := call(t, http.MethodPost, base+"/v1/transactions/prep/retry", "")

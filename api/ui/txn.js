@@ -220,7 +220,7 @@ function kafkaCard(t) {
   const none = t.kafka_offsets
     ? 'No records: the Kafka transaction commits the consumer group\'s offsets only.'
     : 'No records logged.';
-  return h('div', { class: 'card', id: 'txn-kafka' }, h('h2', {}, 'Kafka'),
+  return h('div', { class: `card${records.length ? ' wide' : ''}`, id: 'txn-kafka' }, h('h2', {}, 'Kafka'),
     !k ? h('p', { class: 'muted', id: 'kafka-ids' }, 'No Kafka ids logged.')
       : k.transactional_id ? dl([['Transactional id', k.transactional_id], ['Producer id', String(k.producer_id)], ['Producer epoch', String(k.producer_epoch)], ['Prepared state', k.prepared_state]], { id: 'kafka-ids' })
         : h('p', { class: 'muted', id: 'kafka-ids' }, 'No Kafka transaction was used.'),
@@ -228,7 +228,7 @@ function kafkaCard(t) {
       ? h('table', { id: 'kafka-records' },
         h('thead', {}, h('tr', {}, ['Topic', 'Partition', 'Offset', 'Timestamp'].map((x) => h('th', {}, x)))),
         h('tbody', {}, records.map((r) => h('tr', {}, h('td', { class: 'topic' }, r.topic), h('td', { class: 'num' }, String(r.partition)),
-          h('td', { class: 'num' }, String(r.offset)), h('td', {}, r.timestamp || '')))))
+          h('td', { class: 'num' }, String(r.offset)), h('td', { class: 'time' }, time(r.timestamp, true))))))
       : k || t.kafka_offsets ? h('p', { class: 'muted', id: 'kafka-records-empty' }, none) : '');
 }
 
@@ -245,7 +245,7 @@ function evidenceCard(t, entry, events) {
 function offsetsCard(o) {
   if (!o) return '';
   const fenced = o.generation_id !== undefined && o.generation_id !== null && o.generation_id >= 0;
-  return h('div', { class: 'card', id: 'txn-offsets' }, h('h2', {}, 'Consumer group offsets'),
+  return h('div', { class: 'card wide', id: 'txn-offsets' }, h('h2', {}, 'Consumer group offsets'),
     dl([['Group', o.group_id], ['Generation', fenced ? String(o.generation_id) : 'unfenced'],
       ['Member', o.member_id || '—'], ['Instance id', o.group_instance_id || '—']], { id: 'offsets-group' }),
     table(['Topic', 'Partition', 'Next offset', 'Metadata'], (o.offsets || []).map((p) => [h('td', {}, p.topic),
