@@ -210,6 +210,8 @@ func TestConsoleSearch(t *testing.T) {
 	b.setHash("#/list?state=aborted&limit=25")
 	b.until("the aborted", `document.querySelectorAll('tr.entry').length === 1`)
 	assert.Equal(t, []string{"refused"}, b.keys())
+	checkClipped(t, b, `tr[data-key="refused"] td.last-error .clip`)
+	b.screenshot("aborted")
 	b.setHash("#/list?state=all&older_than=1h&limit=25")
 	assert.Equal(t, "No transactions.", b.text("#list-empty"))
 	b.setHash("#/list?state=all&limit=3")
@@ -220,6 +222,36 @@ func TestConsoleSearch(t *testing.T) {
 	assert.ElementsMatch(t, []string{"find-me", "also-1", "also-2", "refused"}, append(first, b.keys()...))
 	b.screenshot("all-transactions")
 	assert.Empty(t, b.Problems())
+}
+
+// checkClipped: a list's long text (an error, a hint) is cut by the width the table leaves it,
+// not after a few words: on a wide page (newBrowser's 1440px) it shows more than 40 characters,
+// or all of it, ends in an ellipsis where it is cut, and its title holds the whole text; the
+// table fits the page.
+func checkClipped(t *testing.T, b *browser, sel string) {
+	t.Helper()
+	type cell struct {
+		Text     string  `json:"text"`
+		Title    string  `json:"title"`
+		Client   float64 `json:"client"`
+		Scroll   float64 `json:"scroll"`
+		Overflow string  `json:"overflow"`
+		Wider    float64 `json:"wider"`
+	}
+	c := eval[cell](b, fmt.Sprintf(`(() => {
+		const el = document.querySelector(%q);
+		return {text: el.textContent, title: el.title, client: el.clientWidth, scroll: el.scrollWidth,
+			overflow: getComputedStyle(el).textOverflow, wider: document.documentElement.scrollWidth - innerWidth};
+	})()`, sel))
+	require.Greater(t, len(c.Text), 40, "an error longer than 40 characters: %q", c.Text)
+	assert.Equal(t, c.Text, c.Title, "the whole error on hover")
+	assert.Equal(t, "ellipsis", c.Overflow)
+	shown := len(c.Text)
+	if c.Scroll > c.Client {
+		shown = int(float64(len(c.Text)) * c.Client / c.Scroll)
+	}
+	assert.Greater(t, shown, 40, "about %d of the error's %d characters are shown (%.0fpx of %.0fpx)", shown, len(c.Text), c.Client, c.Scroll)
+	assert.LessOrEqual(t, c.Wider, 0.0, "the table fits the page")
 }
 
 // TestConsoleHanging makes a hanging transaction on a kfake of the test's own: a committed

@@ -162,6 +162,7 @@ func TestConsole(t *testing.T) {
 		assert.Contains(t, b.text("#health-in-doubt"), fmt.Sprint(len(keys)))
 		assert.Contains(t, b.text("#health-instances"), "a (this)")
 		assert.Contains(t, b.text("#health-pools"), "kafka ids")
+		checkClipped(t, b, `tr[data-key="prep"] td.what .clip`)
 		b.screenshot("list")
 
 		// The age filter: nothing is an hour old.
