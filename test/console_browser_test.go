@@ -23,6 +23,10 @@ import (
 // chromiumInstall is the command that provides the browser.
 const chromiumInstall = "apt-get update && apt-get install -y chromium"
 
+// browserZone is the browser's time zone (UTC+05:45): the console shows every time in UTC
+// whatever the operator's zone, which the tests check from a zone that is not UTC.
+const browserZone = "Asia/Kathmandu"
+
 // chromiumPath finds the browser. In CI a missing browser is a failure; elsewhere the test is
 // skipped with the command that installs it.
 func chromiumPath(t *testing.T) string {
@@ -77,6 +81,9 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.Flag("disable-extensions", true),
 		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1440, 1000),
+		// A zone neither UTC nor a whole hour from it: a time the console shows in the
+		// browser's zone instead of UTC differs from UTC in its hour and its minutes.
+		chromedp.Env("TZ="+browserZone),
 	)
 	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,11 @@ func (e *env) serveOps(t *testing.T, historyEvery time.Duration) {
 	cfg.Instance = "a"
 	cfg.RecoveryInterval = time.Hour
 	cfg.InstanceLease = 2 * time.Hour
+	// The longer lease and recovery interval raise the retention's floor above the one
+	// newStore chose: the retention follows, or the configuration is refused.
+	if cfg.Retention != 0 {
+		cfg.Retention = max(cfg.Retention, cfg.RetentionFloor())
+	}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	svc, err := service.Open(context.Background(), cfg, logger, service.WithHistoryInterval(historyEvery))
 	require.NoError(t, err)
@@ -69,6 +75,35 @@ func (e *env) opsDuplicate(id, taken string) map[string]any {
 func chartTotal(b *browser, chart string) int {
 	b.t.Helper()
 	return eval[int](b, fmt.Sprintf(`Array.from(document.querySelectorAll('#chart-%s .fig')).reduce((n, f) => n + Number(f.dataset.total || 0), 0)`, chart))
+}
+
+// checkTimeAxes: every chart's time axis is labelled in UTC on a 24-hour clock, HH:MM or
+// HH:MM:SS, each label the UTC time of its tick, with no date or am/pm on the axis (the
+// browser runs in another zone, browserZone); the date is said once, over the charts, in UTC.
+func checkTimeAxes(t *testing.T, b *browser) {
+	t.Helper()
+	require.NotZero(t, eval[int](b, `new Date().getTimezoneOffset()`), "the browser runs in %s, not UTC", browserZone)
+	type axis struct {
+		ID     string    `json:"id"`
+		Ticks  []string  `json:"ticks"`
+		Splits []float64 `json:"splits"`
+	}
+	axes := eval[[]axis](b, `Array.from(document.querySelectorAll('.card.chart')).map((c) => ({
+		id: c.id, ticks: JSON.parse(c.dataset.xTicks || '[]'), splits: JSON.parse(c.dataset.xSplits || '[]')}))`)
+	require.Len(t, axes, 9)
+	label := regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$`)
+	for _, a := range axes {
+		require.NotEmpty(t, a.Ticks, "%s: the time axis has labels", a.ID)
+		require.Len(t, a.Splits, len(a.Ticks), a.ID)
+		for i, tick := range a.Ticks {
+			require.Regexp(t, label, tick, "%s: tick %d is HH:MM or HH:MM:SS, without a date or am/pm", a.ID, i)
+			sec := int64(a.Splits[i])
+			want := time.Unix(sec, 0).UTC().Format("15:04:05")[:len(tick)]
+			assert.Equal(t, want, tick, "%s: tick %d (%d) in UTC", a.ID, i, sec)
+		}
+	}
+	assert.Regexp(t, `^Times in UTC · [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}Z – ([0-9]{4}-[0-9]{2}-[0-9]{2} )?[0-9]{2}:[0-9]{2}:[0-9]{2}Z$`,
+		b.text("#overview-window"), "the date once, over the charts")
 }
 
 func TestConsoleOverview(t *testing.T) {
@@ -107,6 +142,7 @@ func TestConsoleOverview(t *testing.T) {
 	assert.Regexp(t, `leased [0-9]`, b.text("#chart-kafka .figs"))
 	assert.Regexp(t, `acquired [0-9]`, b.text("#chart-db .figs"))
 	assert.Equal(t, 9, eval[int](b, `document.querySelectorAll('.card.chart canvas').length`), "every chart is drawn")
+	checkTimeAxes(t, b)
 
 	// Aborts: duplicates of a committed row's id abort (class abortable); the chart's count
 	// rises.
@@ -148,6 +184,16 @@ func TestConsoleSearch(t *testing.T) {
 		b.until("the page of find-me for "+text, `document.getElementById('txn-id')?.textContent === 'find-me'`)
 		assert.Equal(t, "committed", b.text("#txn-state"), text)
 	}
+	// A transaction that committed has no evidence to show: no Evidence card; its record's
+	// timestamp stays on one line.
+	b.visible("#events")
+	assert.Zero(t, eval[int](b, `document.querySelectorAll('#evidence').length`), "no empty Evidence card")
+	checkRecordTimes(t, b)
+	b.screenshot("committed")
+	// One that aborted has its error as evidence.
+	b.setHash("#/txn/refused")
+	b.until("the page of refused", `document.querySelector('#txn-state .v-aborted') !== null`)
+	assert.Contains(t, b.text("#evidence #txn-error"), "duplicate key", "the error that aborted it")
 	for _, c := range []struct{ text, says string }{
 		{"nope", `No transaction with id "nope".`},
 		{"other_find-me", `No transaction with gid "other_find-me"`},
@@ -164,6 +210,8 @@ func TestConsoleSearch(t *testing.T) {
 	b.setHash("#/list?state=aborted&limit=25")
 	b.until("the aborted", `document.querySelectorAll('tr.entry').length === 1`)
 	assert.Equal(t, []string{"refused"}, b.keys())
+	checkClipped(t, b, `tr[data-key="refused"] td.last-error .clip`)
+	b.screenshot("aborted")
 	b.setHash("#/list?state=all&older_than=1h&limit=25")
 	assert.Equal(t, "No transactions.", b.text("#list-empty"))
 	b.setHash("#/list?state=all&limit=3")
@@ -174,6 +222,36 @@ func TestConsoleSearch(t *testing.T) {
 	assert.ElementsMatch(t, []string{"find-me", "also-1", "also-2", "refused"}, append(first, b.keys()...))
 	b.screenshot("all-transactions")
 	assert.Empty(t, b.Problems())
+}
+
+// checkClipped: a list's long text (an error, a hint) is cut by the width the table leaves it,
+// not after a few words: on a wide page (newBrowser's 1440px) it shows more than 40 characters,
+// or all of it, ends in an ellipsis where it is cut, and its title holds the whole text; the
+// table fits the page.
+func checkClipped(t *testing.T, b *browser, sel string) {
+	t.Helper()
+	type cell struct {
+		Text     string  `json:"text"`
+		Title    string  `json:"title"`
+		Client   float64 `json:"client"`
+		Scroll   float64 `json:"scroll"`
+		Overflow string  `json:"overflow"`
+		Wider    float64 `json:"wider"`
+	}
+	c := eval[cell](b, fmt.Sprintf(`(() => {
+		const el = document.querySelector(%q);
+		return {text: el.textContent, title: el.title, client: el.clientWidth, scroll: el.scrollWidth,
+			overflow: getComputedStyle(el).textOverflow, wider: document.documentElement.scrollWidth - innerWidth};
+	})()`, sel))
+	require.Greater(t, len(c.Text), 40, "an error longer than 40 characters: %q", c.Text)
+	assert.Equal(t, c.Text, c.Title, "the whole error on hover")
+	assert.Equal(t, "ellipsis", c.Overflow)
+	shown := len(c.Text)
+	if c.Scroll > c.Client {
+		shown = int(float64(len(c.Text)) * c.Client / c.Scroll)
+	}
+	assert.Greater(t, shown, 40, "about %d of the error's %d characters are shown (%.0fpx of %.0fpx)", shown, len(c.Text), c.Client, c.Scroll)
+	assert.LessOrEqual(t, c.Wider, 0.0, "the table fits the page")
 }
 
 // TestConsoleHanging makes a hanging transaction on a kfake of the test's own: a committed

@@ -34,6 +34,11 @@ func (e *env) serveAs(t *testing.T, name string, configure func(*service.Config)
 	if configure != nil {
 		configure(&cfg)
 	}
+	// The longer lease and recovery interval raise the retention's floor above the one
+	// newStore chose: the retention follows, or the configuration is refused.
+	if cfg.Retention != 0 {
+		cfg.Retention = max(cfg.Retention, cfg.RetentionFloor())
+	}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	svc, err := service.Open(context.Background(), cfg, logger)
 	require.NoError(t, err)
@@ -157,6 +162,7 @@ func TestConsole(t *testing.T) {
 		assert.Contains(t, b.text("#health-in-doubt"), fmt.Sprint(len(keys)))
 		assert.Contains(t, b.text("#health-instances"), "a (this)")
 		assert.Contains(t, b.text("#health-pools"), "kafka ids")
+		checkClipped(t, b, `tr[data-key="prep"] td.what .clip`)
 		b.screenshot("list")
 
 		// The age filter: nothing is an hour old.
@@ -197,6 +203,7 @@ func TestConsole(t *testing.T) {
 		require.NoError(t, e.db.QueryRow(ctx, `SELECT producer_id::text FROM coordinator_transactions WHERE request_id = 'mixed'`).Scan(&pid))
 		assert.Contains(t, kafka, pid, "the producer id, exactly")
 		assert.Regexp(t, `(?s)`+e.topic+`\s*[0-2]\s*[0-9]+`, b.text("#txn-kafka"), "the record's topic, partition and offset")
+		checkRecordTimes(t, b)
 		assert.Contains(t, b.text("#txn-error"), "rolled back by someone else", "the evidence behind the heuristic state")
 		assert.NotEmpty(t, b.texts("#events tbody tr"), "the event history")
 		assert.Contains(t, b.text("#evidence"), "How it became heuristic_mixed")
@@ -308,6 +315,35 @@ func TestConsole(t *testing.T) {
 	})
 
 	assert.Empty(t, b.Problems(), "the pages reported no errors (exceptions, CSP violations)")
+}
+
+// checkRecordTimes: the Kafka card's record timestamps are UTC with milliseconds, each on one
+// line, inside its card.
+func checkRecordTimes(t *testing.T, b *browser) {
+	t.Helper()
+	type cell struct {
+		Text       string  `json:"text"`
+		WhiteSpace string  `json:"whiteSpace"`
+		Height     float64 `json:"height"`
+		Line       float64 `json:"line"`
+		Right      float64 `json:"right"`
+		CardRight  float64 `json:"cardRight"`
+	}
+	cells := eval[[]cell](b, `Array.from(document.querySelectorAll('#txn-kafka #kafka-records td.time')).map((td) => {
+		const r = document.createRange();
+		r.selectNodeContents(td);
+		const text = r.getBoundingClientRect(), cs = getComputedStyle(td);
+		return {text: td.textContent, whiteSpace: cs.whiteSpace, height: text.height,
+			line: parseFloat(cs.lineHeight) || 1.2 * parseFloat(cs.fontSize), right: td.getBoundingClientRect().right,
+			cardRight: document.getElementById('txn-kafka').getBoundingClientRect().right};
+	})`)
+	require.NotEmpty(t, cells, "the records' timestamps")
+	for _, c := range cells {
+		assert.Regexp(t, `^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$`, c.Text, "a record's timestamp, in UTC")
+		assert.Equal(t, "nowrap", c.WhiteSpace, "%s: kept on one line", c.Text)
+		assert.Less(t, c.Height, 1.5*c.Line, "%s: one line high (%.0fpx, a line is %.0fpx)", c.Text, c.Height, c.Line)
+		assert.LessOrEqual(t, c.Right, c.CardRight, "%s: inside its card", c.Text)
+	}
 }
 
 // setHash moves the console to another view, as a link would.

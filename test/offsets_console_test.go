@@ -55,6 +55,15 @@ func TestOffsetsInDoubtAndConsole(t *testing.T) {
 	for _, want := range []string{"g-prep", "unfenced", input, "17", "batch-3"} {
 		assert.Contains(t, card, want)
 	}
+	// No records: the Kafka card says so, and not that there are no offsets beside the card
+	// that shows them.
+	kafka := b.text("#txn-kafka")
+	assert.Equal(t, "No records: the Kafka transaction commits the consumer group's offsets only.", b.text("#kafka-records-empty"))
+	assert.NotContains(t, kafka, "offsets logged")
+	assert.Zero(t, eval[int](b, `document.querySelectorAll('#kafka-records').length`), "no records table")
+	assert.Equal(t, 1, eval[int](b, `document.querySelectorAll('#txn-offsets tbody tr').length`), "the offsets card shows the offset")
+	assert.LessOrEqual(t, eval[int](b, `document.documentElement.scrollWidth - innerWidth`), 0, "the cards fit the page's width")
+	b.screenshot("offsets-no-records")
 
 	r := call(t, http.MethodPost, base+"/v1/transactions/prep/retry", "")
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)

@@ -49,12 +49,14 @@ export function age(seconds) {
   return `${m}m ${s}s`;
 }
 
-// time formats an RFC 3339 time as "2026-01-02 15:04:05Z" (UTC).
-export function time(t) {
+// time formats an RFC 3339 time as "2026-01-02 15:04:05Z" (UTC), or with its milliseconds,
+// "2026-01-02 15:04:05.678Z", when ms is set (Kafka's record timestamps are milliseconds).
+export function time(t, ms) {
   if (!t) return '';
   const d = new Date(t);
   if (Number.isNaN(d.getTime())) return String(t);
-  return d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  const s = d.toISOString().replace('T', ' ');
+  return ms ? s : s.replace(/\.\d+Z$/, 'Z');
 }
 
 // badge is a state or issue label, coloured by its value.

@@ -17,6 +17,19 @@ function txnLink(id) {
   return h('a', { href: '#/txn/' + encodeURIComponent(id), class: 'txn-link' }, id);
 }
 
+// clip is a long text cut to its cell's width with an ellipsis (style.css), whole in its title.
+function clip(text) {
+  return h('span', { class: 'clip', title: text }, text);
+}
+
+// listTable marks a list's table: its error and hint columns take the width the others leave,
+// the hint all of it when no row has an error.
+function listTable(el) {
+  el.classList.add('list');
+  if (!el.querySelector('td.last-error .clip')) el.classList.add('no-errors');
+  return el;
+}
+
 // entryKey names an in-doubt entry: its id, or kafka:<transactional id>, or hanging:….
 function entryKey(e) {
   if (e.id) return e.id;
@@ -39,14 +52,14 @@ function inDoubtTable(entries) {
       h('td', { class: 'instance' }, e.instance || (e.kafka && e.kafka.owner) || ''),
       h('td', { class: 'age num', title: `since ${time(e.since)}` }, age(e.age_seconds)),
       h('td', { class: 'attempts num' }, log ? String(log.attempts) : ''),
-      h('td', { class: 'last-error' }, log && log.last_error ? h('span', { class: 'clip', title: log.last_error }, log.last_error) : ''),
+      h('td', { class: 'last-error' }, log && log.last_error ? clip(log.last_error) : ''),
       h('td', { class: 'sources' }, (e.sources || []).join(', ')),
       h('td', { class: 'actions' }, (e.actions || []).join(', ')),
       h('td', { class: 'what' }, h('span', { class: 'clip', title: e.hint }, e.hint)),
     ];
   });
-  return table(['Transaction', 'Issue', 'State', 'Instance', 'Age', 'Attempts', 'Last error', 'Found in', 'Actions', 'What happens'],
-    rows, (i) => ({ dataset: { key: entryKey(entries[i]) }, class: 'entry' }));
+  return listTable(table(['Transaction', 'Issue', 'State', 'Instance', 'Age', 'Attempts', 'Last error', 'Found in', 'Actions', 'What happens'],
+    rows, (i) => ({ dataset: { key: entryKey(entries[i]) }, class: 'entry' })));
 }
 
 function stateTable(txns) {
@@ -56,11 +69,11 @@ function stateTable(txns) {
     h('td', { class: 'state' }, badge(t.state, 'state')),
     h('td', { class: 'instance' }, t.instance || ''),
     h('td', { class: 'age num', title: `last change ${time(t.updated_at)}` }, age((now - Date.parse(t.updated_at)) / 1000)),
-    h('td', { class: 'created' }, time(t.created_at)),
-    h('td', { class: 'last-error' }, t.error ? h('span', { class: 'clip', title: t.error.message }, `${t.error.participant}: ${t.error.message}`) : ''),
+    h('td', { class: 'created time' }, time(t.created_at)),
+    h('td', { class: 'last-error' }, t.error ? clip(`${t.error.participant}: ${t.error.message}`) : ''),
   ]);
-  return table(['Transaction', 'State', 'Instance', 'Since last change', 'Created', 'Error'], rows,
-    (i) => ({ dataset: { key: txns[i].id }, class: 'entry' }));
+  return listTable(table(['Transaction', 'State', 'Instance', 'Since last change', 'Created', 'Error'], rows,
+    (i) => ({ dataset: { key: txns[i].id }, class: 'entry' })));
 }
 
 // filterForm is the filters: state, minimum age, page size.

@@ -6,7 +6,7 @@
 // the window; the charts are refreshed every sample.
 
 import { get } from './api.js';
-import { age, h, replace } from './dom.js';
+import { age, h, replace, time } from './dom.js';
 import { failed, session } from './session.js';
 
 const COLORS = {
@@ -78,14 +78,47 @@ function chartData(spec, hist) {
   return [hist.times, ...spec.series.map(([name]) => (hist.series[name] || []).map((v) => (v === null ? null : v * k)))];
 }
 
+// utcDate is uPlot's Date for a timestamp in UTC: its ticks fall on UTC's whole minutes and
+// hours, as every table of the console is in UTC.
+const utcDate = (ts) => window.uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC');
+
+// tickLabels formats the time axis's ticks as UTC on a 24-hour clock, HH:MM, or HH:MM:SS when
+// the ticks are less than a minute apart. The date is not repeated on the axis: the overview
+// says it once, over the charts (windowText).
+function tickLabels(u, splits, axisIdx, space, incr) {
+  return splits.map((v) => new Date(v * 1000).toISOString().slice(11, incr < 60 ? 19 : 16));
+}
+
+// TICK_STEPS are the time axis's tick spacings, in seconds: whole seconds at least (the
+// samples are seconds apart), then minutes and hours.
+const TICK_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+
+// windowText is the window the charts cover, in UTC: its date once, and its first and last
+// sample's time ("2026-01-02 15:04:05Z – 16:04:05Z", the end dated too when it is another day).
+function windowText(times) {
+  if (!times.length) return '';
+  const from = time(new Date(times[0] * 1000).toISOString());
+  const to = time(new Date(times[times.length - 1] * 1000).toISOString());
+  return `${from} – ${to.slice(0, 10) === from.slice(0, 10) ? to.slice(11) : to}`;
+}
+
 function chartOpts(spec, width) {
   return {
     width, height: 170,
+    tzDate: utcDate,
     legend: { show: false },
     cursor: { drag: { x: false, y: false } },
     scales: { x: { time: true }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+    // What the time axis shows, kept on the card (data-x-ticks, data-x-splits) for the tests:
+    // the axis is drawn on a canvas.
+    hooks: { drawAxes: [(u) => {
+      const card = u.root.closest('.card.chart');
+      if (!card || !u.axes[0]._values) return;
+      card.dataset.xTicks = JSON.stringify(u.axes[0]._values);
+      card.dataset.xSplits = JSON.stringify(u.axes[0]._splits);
+    }] },
     axes: [
-      { stroke: '#687385', grid: { stroke: '#eef0f4' }, ticks: { stroke: '#dfe3ea' } },
+      { stroke: '#687385', grid: { stroke: '#eef0f4' }, ticks: { stroke: '#dfe3ea' }, size: 30, incrs: TICK_STEPS, values: tickLabels },
       { stroke: '#687385', grid: { stroke: '#eef0f4' }, ticks: { stroke: '#dfe3ea' }, size: 54,
         values: (u, vals) => vals.map((v) => (spec.unit === 's' ? fmt(v, 's') : String(Number(v.toPrecision(3))))) },
     ],
@@ -127,6 +160,8 @@ function render(hist) {
   hist.window_covered = hist.times.length > 1 ? hist.times[hist.times.length - 1] - hist.times[0] + (hist.interval_seconds || 0) : hist.interval_seconds || 0;
   const empty = document.getElementById('overview-empty');
   if (empty) empty.hidden = hist.times.length > 0;
+  const win = document.getElementById('overview-window');
+  if (win) replace(win, hist.times.length ? `Times in UTC · ${windowText(hist.times)}` : '');
   for (const spec of CHARTS) {
     const card = document.getElementById(`chart-${spec.id}`);
     if (!card) continue;
@@ -198,6 +233,7 @@ export function overviewView(main) {
     h('div', { id: 'overview' },
       h('div', { class: 'overview-head' }, h('h1', {}, 'Overview'), h('nav', { id: 'overview-links', class: 'links' })),
       h('p', { id: 'overview-empty', class: 'muted' }, 'Collecting: the first sample comes one interval after the start.'),
+      h('p', { id: 'overview-window', class: 'muted' }),
       h('div', { class: 'charts' }, CHARTS.map(cardOf)),
       h('p', { id: 'overview-meta', class: 'muted' })));
   refresh(main);

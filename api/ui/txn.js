@@ -205,13 +205,39 @@ export async function txnView(main, id) {
         t.sql_gids && t.sql_gids.length ? table(['Database', 'Prepared gid'], t.sql_gids.map((g) => [h('td', {}, g.database), h('td', { class: 'gid' }, g.gid)]))
           : h('p', { class: 'muted' }, 'No SQL gid logged.'),
         t.sql && t.sql.length ? table(['#', 'Database', 'Rows affected'], t.sql.map((r, i) => [h('td', {}, String(i)), h('td', {}, r.database), h('td', { class: 'num' }, String(r.rows_affected))])) : ''),
-      h('div', { class: 'card', id: 'txn-kafka' }, h('h2', {}, 'Kafka'),
-        k ? [k.transactional_id ? dl([['Transactional id', k.transactional_id], ['Producer id', String(k.producer_id)], ['Producer epoch', String(k.producer_epoch)], ['Prepared state', k.prepared_state]], { id: 'kafka-ids' }) : h('p', { class: 'muted', id: 'kafka-ids' }, 'No Kafka transaction was used.'),
-          k.records && k.records.length ? table(['Topic', 'Partition', 'Offset', 'Timestamp'], k.records.map((r) => [h('td', {}, r.topic), h('td', { class: 'num' }, String(r.partition)), h('td', { class: 'num' }, String(r.offset)), h('td', {}, r.timestamp || '')])) : h('p', { class: 'muted' }, 'No offsets logged.')]
-          : h('p', { class: 'muted' }, 'No Kafka ids logged.')),
+      kafkaCard(t),
       offsetsCard(t.kafka_offsets)),
-    h('section', { class: 'card', id: 'evidence' }, h('h2', {}, 'Evidence'), evidence(t, entry, events)),
+    evidenceCard(t, entry, events),
     h('section', { class: 'card', id: 'events' }, h('h2', {}, 'Event history'), eventsTable(events)));
+}
+
+// kafkaCard shows the Kafka transaction's ids and the records it produced, where each landed.
+// A transaction that commits a consumer group's offsets may produce no records: the card says
+// so, and the offsets are in their own card.
+function kafkaCard(t) {
+  const k = t.kafka;
+  const records = k && k.records ? k.records : [];
+  const none = t.kafka_offsets
+    ? 'No records: the Kafka transaction commits the consumer group\'s offsets only.'
+    : 'No records logged.';
+  return h('div', { class: `card${records.length ? ' wide' : ''}`, id: 'txn-kafka' }, h('h2', {}, 'Kafka'),
+    !k ? h('p', { class: 'muted', id: 'kafka-ids' }, 'No Kafka ids logged.')
+      : k.transactional_id ? dl([['Transactional id', k.transactional_id], ['Producer id', String(k.producer_id)], ['Producer epoch', String(k.producer_epoch)], ['Prepared state', k.prepared_state]], { id: 'kafka-ids' })
+        : h('p', { class: 'muted', id: 'kafka-ids' }, 'No Kafka transaction was used.'),
+    records.length
+      ? h('table', { id: 'kafka-records' },
+        h('thead', {}, h('tr', {}, ['Topic', 'Partition', 'Offset', 'Timestamp'].map((x) => h('th', {}, x)))),
+        h('tbody', {}, records.map((r) => h('tr', {}, h('td', { class: 'topic' }, r.topic), h('td', { class: 'num' }, String(r.partition)),
+          h('td', { class: 'num' }, String(r.offset)), h('td', { class: 'time' }, time(r.timestamp, true))))))
+      : k || t.kafka_offsets ? h('p', { class: 'muted', id: 'kafka-records-empty' }, none) : '');
+}
+
+// evidenceCard is the Evidence section, or nothing when there is no evidence to show (a
+// transaction that finished without an error).
+function evidenceCard(t, entry, events) {
+  const parts = evidence(t, entry, events);
+  if (!parts.length) return '';
+  return h('section', { class: 'card', id: 'evidence' }, h('h2', {}, 'Evidence'), parts);
 }
 
 // offsetsCard shows the consumer group's offsets the Kafka transaction commits (logged with
@@ -219,7 +245,7 @@ export async function txnView(main, id) {
 function offsetsCard(o) {
   if (!o) return '';
   const fenced = o.generation_id !== undefined && o.generation_id !== null && o.generation_id >= 0;
-  return h('div', { class: 'card', id: 'txn-offsets' }, h('h2', {}, 'Consumer group offsets'),
+  return h('div', { class: 'card wide', id: 'txn-offsets' }, h('h2', {}, 'Consumer group offsets'),
     dl([['Group', o.group_id], ['Generation', fenced ? String(o.generation_id) : 'unfenced'],
       ['Member', o.member_id || '—'], ['Instance id', o.group_instance_id || '—']], { id: 'offsets-group' }),
     table(['Topic', 'Partition', 'Next offset', 'Metadata'], (o.offsets || []).map((p) => [h('td', {}, p.topic),
