@@ -344,7 +344,7 @@ func TestCaching(t *testing.T) {
 				ctx := context.Background()
 				_, err = enc.Encode(ctx, JSONSchema, Ref{Subject: subject}, []byte(`{"a": "x"}`))
 				require.NoError(t, err)
-				_, err = a.cl.CreateSchema(ctx, subject, sr.Schema{Type: sr.TypeJSON,
+				_, err = registerSchema(ctx, a.cl, subject, sr.Schema{Type: sr.TypeJSON,
 					Schema: `{"type": "object", "properties": {"a": {"type": "integer"}}}`})
 				require.NoError(t, err)
 				_, err = enc.Encode(ctx, JSONSchema, Ref{Subject: subject}, []byte(`{"a": "x"}`))

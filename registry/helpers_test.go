@@ -74,7 +74,7 @@ func (a *admin) subject(name string) string { return a.tag + "-" + name }
 func (a *admin) register(name string, typ sr.SchemaType, text string) (string, int) {
 	a.t.Helper()
 	subject := a.subject(name)
-	ss, err := a.cl.CreateSchema(context.Background(), subject, sr.Schema{Schema: text, Type: typ})
+	ss, err := registerSchema(context.Background(), a.cl, subject, sr.Schema{Schema: text, Type: typ})
 	require.NoError(a.t, err, "register %s", subject)
 	a.t.Cleanup(func() {
 		ctx := context.Background()
@@ -106,4 +106,17 @@ func requireJSONEq(t *testing.T, want, got string) {
 	require.NoError(t, json.Unmarshal([]byte(want), &w), "want %s", want)
 	require.NoError(t, json.Unmarshal([]byte(got), &g), "got %s", got)
 	require.Equal(t, w, g, "got %s", got)
+}
+
+// registerSchema registers a schema, asking again when Apicurio answers that the subject it is
+// creating does not exist: seen under parallel registrations and deletions of other subjects
+// (its in-memory storage), never for a request that then fails again.
+func registerSchema(ctx context.Context, cl *sr.Client, subject string, s sr.Schema) (sr.SubjectSchema, error) {
+	for attempt := 0; ; attempt++ {
+		ss, err := cl.CreateSchema(ctx, subject, s)
+		if err == nil || attempt == 4 || !strings.Contains(err.Error(), "No artifact with ID") {
+			return ss, err
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
 }

@@ -18,7 +18,7 @@ import (
 func (a *admin) registerRefs(name string, typ sr.SchemaType, text string, refs ...sr.SchemaReference) (string, int) {
 	a.t.Helper()
 	subject := a.subject(name)
-	ss, err := a.cl.CreateSchema(context.Background(), subject, sr.Schema{Schema: text, Type: typ, References: refs})
+	ss, err := registerSchema(context.Background(), a.cl, subject, sr.Schema{Schema: text, Type: typ, References: refs})
 	require.NoError(a.t, err, "register %s", subject)
 	a.t.Cleanup(func() {
 		ctx := context.Background()

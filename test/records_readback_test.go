@@ -123,7 +123,7 @@ func TestRecordsReadBackByConfluentPython(t *testing.T) {
 		subject := e.prefix + "-rb-" + name
 		var ids []int
 		for _, text := range texts {
-			ss, err := cl.CreateSchema(ctx, subject, sr.Schema{Schema: text, Type: typ})
+			ss, err := registerSchema(ctx, cl, subject, sr.Schema{Schema: text, Type: typ})
 			require.NoError(t, err, "register %s", subject)
 			ids = append(ids, ss.ID)
 		}
@@ -331,7 +331,7 @@ func TestRecordsAvroBytesLiteralCodePoints(t *testing.T) {
 	cl, err := sr.NewClient(sr.URLs(url))
 	require.NoError(t, err)
 	subject := e.prefix + "-rb-bytes"
-	_, err = cl.CreateSchema(context.Background(), subject, sr.Schema{Type: sr.TypeAvro,
+	_, err = registerSchema(context.Background(), cl, subject, sr.Schema{Type: sr.TypeAvro,
 		Schema: `{"type":"record","name":"B","fields":[{"name":"b","type":"bytes"},{"name":"f","type":{"type":"fixed","name":"F","size":2}}]}`})
 	require.NoError(t, err)
 	r := e.post(map[string]any{"kafka": []any{map[string]any{"topic": e.topic, "partition": 0,

@@ -68,7 +68,7 @@ func TestRecordsSchemaReferences(t *testing.T) {
 	require.NoError(t, err)
 	register := func(name string, typ sr.SchemaType, text string, refs ...sr.SchemaReference) (string, int) {
 		subject := e.prefix + "-" + name
-		ss, err := cl.CreateSchema(ctx, subject, sr.Schema{Schema: text, Type: typ, References: refs})
+		ss, err := registerSchema(ctx, cl, subject, sr.Schema{Schema: text, Type: typ, References: refs})
 		require.NoError(t, err, "register %s", subject)
 		t.Cleanup(func() {
 			_, _ = cl.DeleteSubject(context.Background(), subject, sr.SoftDelete)

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func TestRecordsSchemaRegistry(t *testing.T) {
 	require.NoError(t, err)
 	register := func(name string, typ sr.SchemaType, text string) (string, int) {
 		subject := e.prefix + "-" + name
-		ss, err := cl.CreateSchema(ctx, subject, sr.Schema{Schema: text, Type: typ})
+		ss, err := registerSchema(ctx, cl, subject, sr.Schema{Schema: text, Type: typ})
 		require.NoError(t, err)
 		t.Cleanup(func() {
 			_, _ = cl.DeleteSubject(context.Background(), subject, sr.SoftDelete)
@@ -198,4 +199,17 @@ func TestRecordsSchemaRegistryDown(t *testing.T) {
 	// Plain records do not need the registry.
 	ok := e.post(map[string]any{"kafka": []any{map[string]any{"topic": e.topic, "value": "plain"}}})
 	assert.Equal(t, http.StatusOK, ok.Status, "%s", ok.Raw)
+}
+
+// registerSchema registers a schema, asking again when Apicurio answers that the subject it is
+// creating does not exist: seen under parallel registrations and deletions of other subjects
+// (its in-memory storage), never for a request that then fails again.
+func registerSchema(ctx context.Context, cl *sr.Client, subject string, s sr.Schema) (sr.SubjectSchema, error) {
+	for attempt := 0; ; attempt++ {
+		ss, err := cl.CreateSchema(ctx, subject, s)
+		if err == nil || attempt == 4 || !strings.Contains(err.Error(), "No artifact with ID") {
+			return ss, err
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
 }
