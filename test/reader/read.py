@@ -24,12 +24,13 @@ message prints as protobuf's canonical JSON mapping (MessageToDict, field names 
 A record that does not deserialize prints {"topic", "partition", "offset", "error"} instead.
 
 Protobuf: ProtobufDeserializer needs the message's generated Python class, and fetches the
-writer schema with ?format=serialized, where Confluent's registry answers a base64
+writer schema and every schema it references with ?format=serialized, where Confluent's registry answers a base64
 FileDescriptorProto. Apicurio Registry ignores that parameter and answers the .proto text,
 which the deserializer cannot read. So, with nothing generated ahead of time:
   - the registry client below answers format=serialized itself when the registry did not: it
-    compiles the text with protoc (grpcio-tools) and hands the deserializer the base64
-    FileDescriptorProto Confluent's registry would have sent;
+    compiles the text with protoc (grpcio-tools), its references written beside it under their
+    import paths, and hands the deserializer the base64 FileDescriptorProto Confluent's
+    registry would have sent (for the record's schema and for each referenced one);
   - the message class is built at run time (message_factory.GetMessageClass) from that same
     compiled descriptor, choosing the message by the indexes in the record's framing, and the
     deserializer is made once per (schema id, indexes) with it.
@@ -39,6 +40,8 @@ client's own.
 import argparse
 import base64
 import binascii
+import datetime
+import decimal
 import json
 import os
 import sys
@@ -47,7 +50,7 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
-from confluent_kafka.schema_registry import SchemaRegistryClient, Schema, dual_schema_id_deserializer
+from confluent_kafka.schema_registry import RegisteredSchema, SchemaRegistryClient, Schema, dual_schema_id_deserializer
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
@@ -62,17 +65,23 @@ except ImportError:  # older layouts
 FORMATS = ("avro", "jsonschema", "protobuf", "json", "string", "bytes")
 
 
-def compile_proto(text):
-    """Compiles .proto text with protoc (grpcio-tools): a FileDescriptorSet, imports included."""
+def compile_proto(text, imports=None):
+    """Compiles .proto text with protoc (grpcio-tools): a FileDescriptorSet, imports included.
+    imports maps an import path to the text of the file (the schema's references)."""
     import importlib.resources
     from grpc_tools import protoc
 
     include = str(importlib.resources.files("grpc_tools") / "_proto")
     with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "default.proto")
+        src = os.path.join(d, "kpgtx-reader-schema.proto")
         out = os.path.join(d, "out.pb")
         with open(src, "w") as f:
             f.write(text)
+        for path, body in (imports or {}).items():
+            full = os.path.join(d, path)
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, "w") as f:
+                f.write(body)
         rc = protoc.main(["protoc", "-I" + d, "-I" + include, "--include_imports",
                           "--descriptor_set_out=" + out, src])
         if rc != 0:
@@ -106,10 +115,32 @@ class Registry(SchemaRegistryClient):
             s = super().get_schema(schema_id)
             if s.schema_type != "PROTOBUF":
                 raise ValueError("schema %d is %s, not PROTOBUF" % (schema_id, s.schema_type))
-            if s.references:
-                raise ValueError("schema %d has references: not handled by this reader" % schema_id)
-            self.compiled[schema_id] = compile_proto(s.schema_str)
+            self.compiled[schema_id] = compile_proto(s.schema_str, self.referenced(s.references))
         return self.compiled[schema_id]
+
+    def referenced(self, refs, out=None):
+        """The texts of the references, recursively, by import path (well-known types are
+        protoc's own)."""
+        out = {} if out is None else out
+        for r in refs or []:
+            if r.name in out or r.name.startswith("google/protobuf/"):
+                continue
+            rs = super().get_version(r.subject, r.version).schema
+            out[r.name] = rs.schema_str
+            self.referenced(rs.references, out)
+        return out
+
+    def get_version(self, subject_name, version="latest", deleted=False, fmt=None):
+        """A referenced Protobuf schema, asked for serialized by the deserializer, compiled here
+        as get_schema does for the record's own."""
+        rs = super().get_version(subject_name, version, deleted, fmt)
+        if fmt == "serialized" and rs.schema.schema_type == "PROTOBUF" and not is_serialized_descriptor(rs.schema.schema_str):
+            self.bridged = True
+            fd = compile_proto(rs.schema.schema_str, self.referenced(rs.schema.references)).file[-1]
+            return RegisteredSchema(schema_id=rs.schema_id, guid=rs.guid, subject=rs.subject, version=rs.version,
+                                    schema=Schema(base64.standard_b64encode(fd.SerializeToString()).decode("ascii"),
+                                                  "PROTOBUF", rs.schema.references))
+        return rs
 
     def get_schema(self, schema_id, subject_name=None, fmt=None, reference_format=None):
         s = super().get_schema(schema_id, subject_name, fmt, reference_format)
@@ -132,8 +163,21 @@ def message_name(fd, indexes):
 
 
 def plain(v):
+    """v as JSON: bytes as {"$bytes": base64}; the logical values the Avro deserializer gives
+    as {"$decimal": "12.50"}, {"$datetime": ISO 8601}, {"$date": …}, {"$time": …}, a UUID as
+    its string."""
     if isinstance(v, (bytes, bytearray)):
         return {"$bytes": base64.standard_b64encode(bytes(v)).decode("ascii")}
+    if isinstance(v, decimal.Decimal):
+        return {"$decimal": str(v)}
+    if isinstance(v, datetime.datetime):
+        return {"$datetime": v.isoformat()}
+    if isinstance(v, datetime.date):
+        return {"$date": v.isoformat()}
+    if isinstance(v, datetime.time):
+        return {"$time": v.isoformat()}
+    if isinstance(v, uuid.UUID):
+        return str(v)
     if isinstance(v, dict):
         return {str(k): plain(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
