@@ -24,7 +24,8 @@ import (
 // flight is one request id in flight on this instance.
 type flight struct {
 	digest []byte
-	view   *Transaction  // the request as GET shows it before its row is logged
+	req    Transaction   // the request as boarded: GET shows it before its row is logged
+	since  time.Time     // when it was boarded
 	done   chan struct{} // closed when the run has left the in-flight set
 }
 
@@ -33,7 +34,7 @@ type flight struct {
 // that run ended and the request may go on as a repeat of the id: board again).
 func (c *Coordinator) board(ctx context.Context, t *Transaction) (mine *flight, err error) {
 	gid := t.GID
-	f := &flight{digest: t.Digest, view: unlogged(t), done: make(chan struct{})}
+	f := &flight{digest: t.Digest, req: *t, since: time.Now(), done: make(chan struct{})}
 	v, busy := c.inflight.LoadOrStore(gid, f)
 	if !busy {
 		return f, nil
@@ -67,7 +68,9 @@ func (c *Coordinator) inFlightView(gid string) (t *Transaction, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	a := *f.view
+	a := f.req
+	at := f.since.Truncate(time.Microsecond)
+	a.State, a.CreatedAt, a.UpdatedAt = StateActive, at, at
 	return &a, true
 }
 
