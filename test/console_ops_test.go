@@ -286,27 +286,10 @@ func TestConsoleHanging(t *testing.T) {
 
 	var repaired atomic.Bool
 	var markers atomic.Int32
-	cluster.ControlKey(int16(kmsg.DescribeProducers), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		rq := req.(*kmsg.DescribeProducersRequest)
-		resp := rq.ResponseKind().(*kmsg.DescribeProducersResponse)
-		for _, rt := range rq.Topics {
-			st := kmsg.NewDescribeProducersResponseTopic()
-			st.Topic = rt.Topic
-			for _, p := range rt.Partitions {
-				sp := kmsg.NewDescribeProducersResponseTopicPartition()
-				sp.Partition = p
-				if rt.Topic == e.topic && int64(p) == partition && !repaired.Load() {
-					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-					ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = pid, int32(epoch), offset
-					ap.LastTimestamp = time.Now().Add(-time.Minute).UnixMilli()
-					sp.ActiveProducers = append(sp.ActiveProducers, ap)
-				}
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
+	describeProducers(cluster, func(topic string, p int32, sp *kmsg.DescribeProducersResponseTopicPartition) {
+		if topic == e.topic && int64(p) == partition && !repaired.Load() {
+			sp.ActiveProducers = append(sp.ActiveProducers, openProducer(pid, int32(epoch), offset))
 		}
-		return resp, nil, true
 	})
 	cluster.ControlKey(int16(kmsg.WriteTxnMarkers), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()

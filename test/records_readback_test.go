@@ -32,6 +32,9 @@ import (
 // readerPython is the Python of the venv scripts/services.sh install-pyclient made.
 func readerPython(t *testing.T) string {
 	t.Helper()
+	if useKfake() {
+		t.Skip("the Python client reads back from the real broker (scripts/test.sh's first run); this run is against kfake")
+	}
 	p := os.Getenv("SCHEMA_READER_PYTHON")
 	if p == "" {
 		if os.Getenv("CI") != "" {
@@ -109,28 +112,18 @@ type readback struct {
 
 func TestRecordsReadBackByConfluentPython(t *testing.T) {
 	t.Parallel()
-	if useKfake() {
-		t.Skip("the Python client reads back from the real broker (scripts/test.sh's first run); this run is against kfake")
-	}
 	py := readerPython(t)
 	url, kind := schemaRegistryURL(t)
 	t.Logf("registry: %s (%s)", url, kind)
 	e := newEnv(t, envOpts{configure: func(c *service.Config) { c.SchemaRegistry.URL = url }})
-	ctx := context.Background()
 	cl, err := sr.NewClient(sr.URLs(url))
 	require.NoError(t, err)
 	register := func(name string, typ sr.SchemaType, texts ...string) (string, []int) {
 		subject := e.prefix + "-rb-" + name
 		var ids []int
 		for _, text := range texts {
-			ss, err := registerSchema(ctx, cl, subject, sr.Schema{Schema: text, Type: typ})
-			require.NoError(t, err, "register %s", subject)
-			ids = append(ids, ss.ID)
+			ids = append(ids, registerSubject(t, cl, subject, sr.Schema{Schema: text, Type: typ}))
 		}
-		t.Cleanup(func() {
-			_, _ = cl.DeleteSubject(context.Background(), subject, sr.SoftDelete)
-			_, _ = cl.DeleteSubject(context.Background(), subject, sr.HardDelete)
-		})
 		require.Len(t, ids, len(texts))
 		if len(ids) == 2 {
 			require.NotEqual(t, ids[0], ids[1], "%s: two versions, two ids", subject)
@@ -323,18 +316,14 @@ func TestRecordsReadBackByConfluentPython(t *testing.T) {
 // per character.
 func TestRecordsAvroBytesLiteralCodePoints(t *testing.T) {
 	t.Parallel()
-	if useKfake() {
-		t.Skip("the Python client reads back from the real broker (scripts/test.sh's first run); this run is against kfake")
-	}
 	py := readerPython(t)
 	url, _ := schemaRegistryURL(t)
 	e := newEnv(t, envOpts{configure: func(c *service.Config) { c.SchemaRegistry.URL = url }})
 	cl, err := sr.NewClient(sr.URLs(url))
 	require.NoError(t, err)
 	subject := e.prefix + "-rb-bytes"
-	_, err = registerSchema(context.Background(), cl, subject, sr.Schema{Type: sr.TypeAvro,
+	registerSubject(t, cl, subject, sr.Schema{Type: sr.TypeAvro,
 		Schema: `{"type":"record","name":"B","fields":[{"name":"b","type":"bytes"},{"name":"f","type":{"type":"fixed","name":"F","size":2}}]}`})
-	require.NoError(t, err)
 	r := e.post(map[string]any{"kafka": []any{map[string]any{"topic": e.topic, "partition": 0,
 		"value": map[string]any{"type": "avro", "subject": subject, "data": map[string]any{"b": "\u00de\u00ff", "f": "\u00e9A"}}}}})
 	require.Equal(t, 200, r.Status, "%s", r.Raw)

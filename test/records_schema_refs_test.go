@@ -68,13 +68,7 @@ func TestRecordsSchemaReferences(t *testing.T) {
 	require.NoError(t, err)
 	register := func(name string, typ sr.SchemaType, text string, refs ...sr.SchemaReference) (string, int) {
 		subject := e.prefix + "-" + name
-		ss, err := registerSchema(ctx, cl, subject, sr.Schema{Schema: text, Type: typ, References: refs})
-		require.NoError(t, err, "register %s", subject)
-		t.Cleanup(func() {
-			_, _ = cl.DeleteSubject(context.Background(), subject, sr.SoftDelete)
-			_, _ = cl.DeleteSubject(context.Background(), subject, sr.HardDelete)
-		})
-		return subject, ss.ID
+		return subject, registerSubject(t, cl, subject, sr.Schema{Schema: text, Type: typ, References: refs})
 	}
 	ref := func(name, subject string) sr.SchemaReference {
 		return sr.SchemaReference{Name: name, Subject: subject, Version: 1}
@@ -175,23 +169,14 @@ func TestRecordsSchemaReferences(t *testing.T) {
 // deserializer gives them: decimals, datetimes, dates, times, UUIDs).
 func TestRecordsSchemaReferencesReadBackByConfluentPython(t *testing.T) {
 	t.Parallel()
-	if useKfake() {
-		t.Skip("the Python client reads back from the real broker (scripts/test.sh's first run); this run is against kfake")
-	}
 	py := readerPython(t)
 	url, _ := schemaRegistryURL(t)
 	e := newEnv(t, envOpts{configure: func(c *service.Config) { c.SchemaRegistry.URL = url }})
-	ctx := context.Background()
 	cl, err := sr.NewClient(sr.URLs(url))
 	require.NoError(t, err)
 	register := func(name string, typ sr.SchemaType, text string, refs ...sr.SchemaReference) string {
 		subject := e.prefix + "-py-" + name
-		_, err := registerSchema(ctx, cl, subject, sr.Schema{Schema: text, Type: typ, References: refs})
-		require.NoError(t, err, "register %s", subject)
-		t.Cleanup(func() {
-			_, _ = cl.DeleteSubject(context.Background(), subject, sr.SoftDelete)
-			_, _ = cl.DeleteSubject(context.Background(), subject, sr.HardDelete)
-		})
+		registerSubject(t, cl, subject, sr.Schema{Schema: text, Type: typ, References: refs})
 		return subject
 	}
 	ref := func(name, subject string) sr.SchemaReference {

@@ -72,13 +72,7 @@ func TestRecordsSchemaRegistry(t *testing.T) {
 	require.NoError(t, err)
 	register := func(name string, typ sr.SchemaType, text string) (string, int) {
 		subject := e.prefix + "-" + name
-		ss, err := registerSchema(ctx, cl, subject, sr.Schema{Schema: text, Type: typ})
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			_, _ = cl.DeleteSubject(context.Background(), subject, sr.SoftDelete)
-			_, _ = cl.DeleteSubject(context.Background(), subject, sr.HardDelete)
-		})
-		return subject, ss.ID
+		return subject, registerSubject(t, cl, subject, sr.Schema{Schema: text, Type: typ})
 	}
 	avroSubject, avroID := register("order-avro", sr.TypeAvro, orderAvro)
 	protoSubject, protoID := register("order-proto", sr.TypeProtobuf, orderProto)
@@ -212,4 +206,17 @@ func registerSchema(ctx context.Context, cl *sr.Client, subject string, s sr.Sch
 		}
 		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
 	}
+}
+
+// registerSubject registers s under subject for the test, which deletes the subject at its end,
+// and returns the schema id.
+func registerSubject(t *testing.T, cl *sr.Client, subject string, s sr.Schema) int {
+	t.Helper()
+	ss, err := registerSchema(context.Background(), cl, subject, s)
+	require.NoError(t, err, "register %s", subject)
+	t.Cleanup(func() {
+		_, _ = cl.DeleteSubject(context.Background(), subject, sr.SoftDelete)
+		_, _ = cl.DeleteSubject(context.Background(), subject, sr.HardDelete)
+	})
+	return ss.ID
 }

@@ -55,32 +55,16 @@ func TestRetentionKeepsHangingEvidence(t *testing.T) {
 	require.NoError(t, err)
 
 	var state atomic.Int32 // partitionOpen first
-	cluster.ControlKey(int16(kmsg.DescribeProducers), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		rq := req.(*kmsg.DescribeProducersRequest)
-		resp := rq.ResponseKind().(*kmsg.DescribeProducersResponse)
-		for _, rt := range rq.Topics {
-			st := kmsg.NewDescribeProducersResponseTopic()
-			st.Topic = rt.Topic
-			for _, p := range rt.Partitions {
-				sp := kmsg.NewDescribeProducersResponseTopicPartition()
-				sp.Partition = p
-				if rt.Topic == e.topic && int64(p) == partition {
-					switch state.Load() {
-					case partitionOpen:
-						ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-						ap.ProducerID, ap.CurrentTxnStartOffset = pid, offset
-						ap.LastTimestamp = time.Now().Add(-time.Minute).UnixMilli()
-						sp.ActiveProducers = append(sp.ActiveProducers, ap)
-					case partitionLeaderless:
-						sp.ErrorCode = kerr.NotLeaderForPartition.Code
-					}
-				}
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
+	describeProducers(cluster, func(topic string, p int32, sp *kmsg.DescribeProducersResponseTopicPartition) {
+		if topic != e.topic || int64(p) != partition {
+			return
 		}
-		return resp, nil, true
+		switch state.Load() {
+		case partitionOpen:
+			sp.ActiveProducers = append(sp.ActiveProducers, openProducer(pid, 0, offset))
+		case partitionLeaderless:
+			sp.ErrorCode = kerr.NotLeaderForPartition.Code
+		}
 	})
 
 	// The row ages past the retention once the marker sweep has deleted its marker (R1).
@@ -136,4 +120,36 @@ VALUES ('another', 'p', 1, now() - interval '1 hour')`)
 	commit, status, note := recovery.HangingPlan(h, ev)
 	assert.Empty(t, status, note)
 	assert.False(t, commit)
+}
+
+// describeProducers answers every DescribeProducers request of the cluster itself: each
+// partition asked answers with nothing open, unless answer fills it in (open producers, an
+// error code).
+func describeProducers(cluster *kfake.Cluster, answer func(topic string, partition int32, sp *kmsg.DescribeProducersResponseTopicPartition)) {
+	cluster.ControlKey(int16(kmsg.DescribeProducers), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		rq := req.(*kmsg.DescribeProducersRequest)
+		resp := rq.ResponseKind().(*kmsg.DescribeProducersResponse)
+		for _, rt := range rq.Topics {
+			st := kmsg.NewDescribeProducersResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewDescribeProducersResponseTopicPartition()
+				sp.Partition = p
+				answer(rt.Topic, p, &sp)
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+}
+
+// openProducer is a producer a partition reports with a transaction open from offset, last
+// written a minute ago.
+func openProducer(pid int64, epoch int32, offset int64) kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+	ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+	ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = pid, epoch, offset
+	ap.LastTimestamp = time.Now().Add(-time.Minute).UnixMilli()
+	return ap
 }
