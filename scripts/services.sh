@@ -40,6 +40,8 @@
 #                          the broker's own traffic (markers), the readiness probe and the tests'
 #                          checks, so that only the coordinator's traffic crosses the proxy
 #   SERVICES_TIMEOUT       seconds to wait for readiness (120)
+#   APICURIO               0: start and stop leave the registry out (a test's private
+#                          PostgreSQL and Kafka, beside the suite's own registry); 1 by default
 #   APICURIO_PORT          Apicurio Registry HTTP port (18081; its management port 18082)
 #   APICURIO_VERSION       Apicurio Registry version (3.0.9)
 #   APICURIO_CACHE         its unpacked app ($HOME/.cache/kpgtx/apicurio-<ver>)
@@ -1056,11 +1058,11 @@ case "$cmd" in
   start)
     pg_start
     kafka_start
-    apicurio_start
+    [[ "${APICURIO:-1}" == 0 ]] || apicurio_start
     print_env
     ;;
   stop)
-    apicurio_stop
+    [[ "${APICURIO:-1}" == 0 ]] || apicurio_stop
     kafka_stop
     pg_stop
     ;;

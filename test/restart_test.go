@@ -61,6 +61,7 @@ func startPrivateServices(t *testing.T) *privateServices {
 		fmt.Sprintf("KAFKA_PORT=%d", p[1]),
 		fmt.Sprintf("KAFKA_CONTROLLER_PORT=%d", p[2]),
 		"KAFKA_HEAP=512m",
+		"APICURIO=0", // the suite's registry runs already; these tests need none
 	)
 	s.dsn = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/coordinator?sslmode=disable", p[0])
 	s.brokers = []string{fmt.Sprintf("127.0.0.1:%d", p[1])}
