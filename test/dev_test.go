@@ -1,19 +1,26 @@
 package test
 
-// Tests of `coordinator dev` as a new user meets it: what its banner promises and the role its
-// client statements run as. They need no services, so they never skip.
+// Tests of `coordinator dev` as a new user meets it: what its banner promises, the role its
+// client statements run as, and examples/pipeline run against it with the command the banner
+// prints. They need no services, so they never skip.
 
 import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // devStack is a running `coordinator dev` and what its banner says.
@@ -97,6 +104,132 @@ func TestDevStatementRole(t *testing.T) {
 	var super bool
 	require.NoError(t, conn.QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = 'kpgtx_client'").Scan(&super))
 	assert.False(t, super)
+}
+
+// pipelineBinary builds examples/pipeline once per test run.
+var pipelineBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "pipeline-example-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "pipeline")
+	cmd := exec.Command("go", "build", "-o", bin, "./examples/pipeline")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./examples/pipeline: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// TestDevPipelineExample runs examples/pipeline against `coordinator dev` with the command
+// line the banner prints (the README's `go run ./examples/pipeline`, plus the ports of this
+// run), sends orders, and checks that each became one shipment row and one shipment record,
+// that the example logged its batches and rebalances, that `txn show` gives a batch's offsets,
+// and that it stops cleanly.
+func TestDevPipelineExample(t *testing.T) {
+	t.Parallel()
+	bin, err := pipelineBinary()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
+	d := startDev(t)
+	require.NotEmpty(t, d.pipeline, "the banner gives the example's command:\n%s", d.banner)
+	args := strings.Fields(strings.TrimPrefix(d.pipeline, "go run ./examples/pipeline"))
+	assert.Equal(t, []string{"-coordinator", d.base, "-brokers", d.brokers}, args, "ports other than the defaults are given")
+
+	// An order sent before the example starts is processed too (the group starts at the
+	// beginning), one sent after it is running as well.
+	orders := []string{"o-before"}
+	post := func(id string) {
+		r := call(t, http.MethodPost, d.base+"/v1/transactions", fmt.Sprintf(
+			`{"sql":[{"statement":"INSERT INTO orders(id, total) VALUES ($1, $2)","args":[%q,1]}],"kafka":[{"topic":"orders","key":%q,"value":"{}"}]}`, id, id))
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	}
+	post(orders[0])
+
+	ex := exec.Command(bin, args...)
+	ex.Env = coordinatorEnv()
+	var log lockedBuffer
+	ex.Stdout, ex.Stderr = &log, &log
+	require.NoError(t, ex.Start())
+	exited := make(chan struct{})
+	var exitErr error
+	go func() { exitErr = ex.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			_ = ex.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("examples/pipeline:\n%s", log.String())
+		}
+	})
+	for i := range 5 {
+		id := fmt.Sprintf("o-%d", i)
+		orders = append(orders, id)
+		post(id)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, d.dsn)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var shipped []string
+	for {
+		rows, err := conn.Query(ctx, "SELECT order_id FROM shipments ORDER BY order_id")
+		require.NoError(t, err)
+		shipped, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		if len(shipped) >= len(orders) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-exited:
+			require.FailNow(t, "the example exited", "%v\n%s", exitErr, log.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	assert.ElementsMatch(t, orders, shipped, "one shipment row per order")
+
+	// One shipment record per order, committed.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers), kgo.ConsumeTopics("shipments"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	var keys []string
+	for len(keys) < len(orders) && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) { keys = append(keys, string(r.Key)) })
+	}
+	assert.ElementsMatch(t, orders, keys, "one shipment record per order")
+
+	out := log.String()
+	assert.Contains(t, out, "pipeline: partitions assigned")
+	assert.Contains(t, out, "partitions=orders/0")
+	ids := regexp.MustCompile(`msg="pipeline: batch committed" id=(\S+) state=committed .*offsets=orders/0→(\d+)`).FindAllStringSubmatch(out, -1)
+	require.NotEmpty(t, ids, "the example logs its batches:\n%s", out)
+
+	// The last batch's transaction, with the offsets it committed, through the CLI.
+	last := ids[len(ids)-1]
+	code, stdout, stderr := runCoordinator(t, coordinatorEnv(), "txn", "show", last[1], "-server", d.base)
+	require.Equal(t, 0, code, "%s%s", stdout, stderr)
+	assert.Contains(t, stdout, "offset:")
+	assert.Contains(t, stdout, "orders/0 next "+last[2])
+	assert.Contains(t, stdout, "group:")
+	assert.Regexp(t, `shipping  generation \d+  member `, stdout)
+
+	// Ctrl-C stops it between batches, leaving the group, with status 0.
+	require.NoError(t, ex.Process.Signal(os.Interrupt))
+	select {
+	case <-exited:
+		require.NoError(t, exitErr, "exit status after SIGINT")
+	case <-time.After(30 * time.Second):
+		require.FailNow(t, "the example did not stop after SIGINT")
+	}
+	assert.Contains(t, log.String(), "pipeline: stopped; left the group")
+	assert.Contains(t, log.String(), "pipeline: partitions revoked")
 }
 
 // TestDevKafkaPortTaken: the usual Kafka port taken (a local Kafka, another dev mode), dev mode
