@@ -66,10 +66,12 @@ func startDev(t *testing.T, args ...string) *devStack {
 
 // TestDevStatementRole: dev mode runs client statements as the statement role production can
 // use (docs/sql.md), which may read and write the demo tables but not drop them, and says so.
+// (The run also has topics of its own, -topics, which a request produces to.)
 func TestDevStatementRole(t *testing.T) {
 	t.Parallel()
-	d := startDev(t)
+	d := startDev(t, "-topics", "payments, refunds")
 	assert.Contains(t, d.banner, "Statements  run as role kpgtx_client")
+	assert.Contains(t, d.banner, "topics orders, shipments, payments, refunds")
 
 	drop := call(t, http.MethodPost, d.base+"/v1/transactions", `{"sql":[{"statement":"DROP TABLE orders"}]}`)
 	require.Equal(t, http.StatusConflict, drop.Status, "%s", drop.Raw)
@@ -89,7 +91,7 @@ func TestDevStatementRole(t *testing.T) {
 		         {"statement":"UPDATE orders SET total = total + 1 WHERE id = $1","args":["r-1"]},
 		         {"statement":"INSERT INTO shipments VALUES ($1, 0, 0)","args":["r-1"]},
 		         {"statement":"SELECT total FROM orders WHERE id = $1","args":["r-1"]}],
-		  "kafka":[{"topic":"orders","key":"r-1","value":"x"}]}`)
+		  "kafka":[{"topic":"orders","key":"r-1","value":"x"},{"topic":"refunds","key":"r-1","value":"x"}]}`)
 	require.Equal(t, http.StatusOK, ins.Status, "%s", ins.Raw)
 	assert.Equal(t, "committed", ins.str("state"))
 
