@@ -42,7 +42,8 @@ var devTopics = []string{"orders", "shipments"}
 // demo (an id the database makes up when none is given, for the outbox example of
 // docs/records.md) and shipments for examples/pipeline.
 var devTables = []string{
-	`CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY DEFAULT gen_random_uuid()::text, customer text, total numeric NOT NULL)`,
+	// md5 of random(), not gen_random_uuid(): the local server may be older than PostgreSQL 13.
+	`CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY DEFAULT 'o-' || substr(md5(random()::text || clock_timestamp()::text), 1, 12), customer text, total numeric NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS shipments (order_id text NOT NULL, input_partition int NOT NULL, input_offset bigint NOT NULL)`,
 }
 
