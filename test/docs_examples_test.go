@@ -1,6 +1,7 @@
 package test
 
-// The request examples of README.md and docs/*.md, run as written against `coordinator dev`.
+// The request examples of README.md, docs/*.md and examples/*/README.md, run as written against
+// `coordinator dev`.
 //
 // Every fenced block that holds a request (a ```json block, or a block with a curl command) is
 // marked by an HTML comment on the line before its fence, which GitHub does not render:
@@ -12,8 +13,8 @@ package test
 // A ```json block is a request body, sent to POST /v1/transactions. A shell block is curl
 // commands (-s, -X, -H, -d and the URL; nothing else), each sent as curl would send it, to
 // the dev instance in place of http://127.0.0.1:8080. The blocks run in the order a reader
-// meets them (README.md, then docs/ by name), on one dev instance, after the request the dev
-// banner shows: what a new user who tries the banner and then the docs would see.
+// meets them (README.md, then docs/ and examples/ by name), on one dev instance, after the
+// request the dev banner shows: what a new user who tries the banner and then the docs sees.
 
 import (
 	"bufio"
@@ -54,14 +55,17 @@ func (e docExample) String() string { return fmt.Sprintf("%s:%d", e.file, e.line
 
 var exampleMarker = regexp.MustCompile(`^<!--\s*dev-example:\s*(.*?)\s*-->$`)
 
-// docExamples reads the fenced blocks of README.md and docs/*.md that are request examples.
+// docExamples reads the fenced blocks of README.md, docs/*.md and examples/*/README.md that
+// are request examples.
 func docExamples(t *testing.T) []docExample {
 	t.Helper()
 	files := []string{"../README.md"}
-	docs, err := filepath.Glob("../docs/*.md")
-	require.NoError(t, err)
-	slices.Sort(docs)
-	files = append(files, docs...)
+	for _, pattern := range []string{"../docs/*.md", "../examples/*/README.md"} {
+		docs, err := filepath.Glob(pattern)
+		require.NoError(t, err)
+		slices.Sort(docs)
+		files = append(files, docs...)
+	}
 	var out []docExample
 	for _, file := range files {
 		f, err := os.Open(file)
