@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -334,4 +335,43 @@ func TestLookIn(t *testing.T) {
 	dir, err := findPostgresBinDir(lookIn(empty+string(filepath.ListSeparator)+full), "")
 	require.NoError(t, err)
 	require.Equal(t, full, dir)
+}
+
+// TestKafkaOnPort: the in-process Kafka listens on the port asked for, a taken port is
+// ErrPortInUse, and topics are created on request (CreateTopics), never on first use.
+func TestKafkaOnPort(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+
+	k, err := StartKafkaOn(ctx, port, "seeded")
+	require.NoError(t, err)
+	t.Cleanup(k.Stop)
+	require.Equal(t, []string{fmt.Sprintf("127.0.0.1:%d", port)}, k.Brokers())
+
+	_, err = StartKafkaOn(ctx, port)
+	require.ErrorIs(t, err, ErrPortInUse)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers()...))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	created, err := adm.CreateTopic(ctx, 1, 1, nil, "made-on-request")
+	require.NoError(t, err)
+	require.NoError(t, created.Err)
+	topics, err := adm.ListTopics(ctx)
+	require.NoError(t, err)
+	assert.True(t, topics.Has("seeded"))
+	assert.True(t, topics.Has("made-on-request"))
+
+	// Producing to a topic nobody created fails: no auto-creation.
+	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+	defer pcancel()
+	err = cl.ProduceSync(pctx, &kgo.Record{Topic: "never-created", Value: []byte("x")}).FirstErr()
+	require.Error(t, err)
 }

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
+
+// ErrPortInUse: the port asked for is taken (another Kafka, perhaps).
+var ErrPortInUse = errors.New("the port is in use")
 
 // Kafka is an in-process Kafka (kfake) with transactions.
 type Kafka struct {
@@ -22,6 +26,13 @@ type Kafka struct {
 // topic fails as it would against a real cluster with auto-creation off.
 // Transactions (transactional producers, read_committed consumers) work.
 func StartKafka(ctx context.Context, topics ...string) (*Kafka, error) {
+	return StartKafkaOn(ctx, 0, topics...)
+}
+
+// StartKafkaOn is StartKafka listening on the given port of 127.0.0.1 (0: a random one). A
+// port that is taken is an error that matches ErrPortInUse. The cluster also creates topics
+// on request (Kafka's CreateTopics: kadm, kafka-topics.sh --create), never on first use.
+func StartKafkaOn(ctx context.Context, port int, topics ...string) (*Kafka, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("start kafka: %w", err)
 	}
@@ -35,10 +46,16 @@ func StartKafka(ctx context.Context, topics ...string) (*Kafka, error) {
 		kfake.DefaultNumPartitions(1),
 		kfake.ClusterID("coordinator-dev"),
 	}
+	if port != 0 {
+		opts = append(opts, kfake.Ports(port))
+	}
 	if len(topics) > 0 {
 		opts = append(opts, kfake.SeedTopics(1, topics...))
 	}
 	c, err := kfake.NewCluster(opts...)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("start kafka: 127.0.0.1:%d: %w", port, ErrPortInUse)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("start kafka: %w", err)
 	}

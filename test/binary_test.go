@@ -496,7 +496,7 @@ func testBinaryDev(t *testing.T, env []string, ready time.Duration) {
 	conn, err := pgx.Connect(ctx, b.dsn)
 	require.NoError(t, err)
 	var total string
-	require.NoError(t, conn.QueryRow(ctx, "SELECT total::text FROM orders WHERE id = 'o-42'").Scan(&total))
+	require.NoError(t, conn.QueryRow(ctx, "SELECT total::text FROM orders WHERE id = 'o-1'").Scan(&total))
 	assert.Equal(t, "10", total)
 	require.NoError(t, conn.Close(ctx))
 

@@ -189,3 +189,48 @@ func TestCLIRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestCLIShowOffsets: `txn show` prints the consumer group offsets a transaction commits
+// (kafka_offsets), as GET and the console give them: the group, the fencing member and
+// generation, and each partition's next offset.
+func TestCLIShowOffsets(t *testing.T) {
+	t.Parallel()
+	const fenced = `{"id":"b1","state":"committed","created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z",
+		"kafka":{"transactional_id":"tx-1","producer_id":5,"producer_epoch":2,"records":[{"topic":"shipments","partition":0,"offset":3}]},
+		"kafka_offsets":{"group_id":"shipping","generation_id":7,"member_id":"m-1","group_instance_id":"pod-1",
+			"offsets":[{"topic":"orders","partition":0,"offset":42,"metadata":"from b1"},{"topic":"orders","partition":1,"offset":7}]},
+		"events":[]}`
+	const unfenced = `{"id":"b2","state":"committed","created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z",
+		"kafka_offsets":{"group_id":"sink","offsets":[{"topic":"orders","partition":2,"offset":9}]},"events":[]}`
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/transactions/b1":
+			_, _ = w.Write([]byte(fenced))
+		case "/v1/transactions/b2":
+			_, _ = w.Write([]byte(unfenced))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer fake.Close()
+
+	code, stdout, stderr := txnCLI(t, nil, "show", "b1", "-server", fake.URL)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	for _, want := range []string{
+		"group:", "shipping  generation 7  member m-1  instance pod-1",
+		"offset:", "orders/0 next 42  metadata \"from b1\"", "orders/1 next 7",
+		"record:", "shipments/0@3",
+	} {
+		assert.Contains(t, stdout, want)
+	}
+
+	code, stdout, stderr = txnCLI(t, nil, "show", "b2", "-server", fake.URL)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "sink  unfenced")
+	assert.Contains(t, stdout, "orders/2 next 9")
+
+	code, stdout, _ = txnCLI(t, nil, "show", "b1", "-json", "-server", fake.URL)
+	require.Equal(t, 0, code)
+	assert.Contains(t, stdout, `"kafka_offsets"`, "-json prints the server's JSON, offsets included")
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -39,7 +40,7 @@ and -json (print the server's JSON instead of a table). Flags may come before or
   list     the in-doubt view by default: log rows not finished (or heuristic), prepared
            PostgreSQL transactions without a log row, and Kafka transactions open on this
            coordinator's transactional ids; -state STATE lists the log's rows of one state
-  show     one transaction with its event history
+  show     one transaction: its Kafka ids, records, consumer group offsets and event history
   retry    run the recovery rules for it now
   abort    abort it, where that cannot break atomicity (refused otherwise, saying why)
   resolve  record an operator's decision on a heuristic transaction; the reason is required
@@ -246,6 +247,17 @@ func (c *txnClient) printTransaction(t client.Transaction, verb string) {
 			row("record", rec)
 		}
 	}
+	if o := t.KafkaOffsets; o != nil {
+		row("group", offsetsGroup(*o))
+		for _, p := range o.Offsets {
+			// The next offset to read, as GET and the console give it.
+			off := fmt.Sprintf("%s/%d next %d", p.Topic, p.Partition, p.Offset)
+			if p.Metadata != nil && *p.Metadata != "" {
+				off += "  metadata " + strconv.Quote(*p.Metadata)
+			}
+			row("offset", off)
+		}
+	}
 	for _, g := range t.SQLGIDs {
 		row("sql gid", g.Database+": "+g.GID)
 	}
@@ -267,6 +279,20 @@ func (c *txnClient) printTransaction(t client.Transaction, verb string) {
 		fmt.Fprintf(w, "%s\t%s\t%s\n", e.CreatedAt.Format(time.RFC3339Nano), e.State, eventDetail(e.Detail))
 	}
 	_ = w.Flush()
+}
+
+// offsetsGroup is the consumer group line of a transaction's kafka_offsets: the group, and the
+// member and generation that fence the commit (or "unfenced").
+func offsetsGroup(o client.OffsetCommit) string {
+	s := o.GroupID
+	if o.GenerationID == nil || *o.GenerationID < 0 {
+		return s + "  unfenced"
+	}
+	s += fmt.Sprintf("  generation %d  member %s", *o.GenerationID, o.MemberID)
+	if o.GroupInstanceID != nil && *o.GroupInstanceID != "" {
+		s += "  instance " + *o.GroupInstanceID
+	}
+	return s
 }
 
 // eventDetail renders an event's detail on one line: an admin action as "abort by alice
