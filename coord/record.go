@@ -147,8 +147,26 @@ func (p Payload) MarshalJSON() ([]byte, error) {
 // Resolved reports whether the payload's bytes are known, and returns them.
 func (p *Payload) Resolved() ([]byte, bool) { return p.bytes, p.resolved }
 
-// resolve sets the bytes Kafka carries.
-func (p *Payload) resolve(b []byte) { p.bytes, p.resolved = b, true }
+// Resolve sets the bytes Kafka carries.
+func (p *Payload) Resolve(b []byte) { p.bytes, p.resolved = b, true }
+
+// NamedPart is a record's key or value, with the name the request gave it.
+type NamedPart struct {
+	Name    string
+	Payload *Payload
+}
+
+// Parts are the record's key and value that are present.
+func (r *Record) Parts() []NamedPart {
+	var ps []NamedPart
+	if r.Key != nil {
+		ps = append(ps, NamedPart{"key", r.Key})
+	}
+	if r.Value != nil {
+		ps = append(ps, NamedPart{"value", r.Value})
+	}
+	return ps
+}
 
 // Header is one record header. Value nil is a null header value.
 type Header struct {
@@ -162,6 +180,12 @@ type Header struct {
 	bad  string     // why a list entry breaks the list form's rules (Validate names it)
 	done bool       // From is resolved into Value
 }
+
+// FromResult reports whether the header's value names a statement's result (P2).
+func (h *Header) FromResult() bool { return h.form == headerFrom }
+
+// Resolve sets the value built from the statement's result the header names (nil: null).
+func (h *Header) Resolve(v []byte) { h.Value, h.done = v, true }
 
 type headerForm uint8
 

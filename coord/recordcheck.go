@@ -72,7 +72,7 @@ func (p *Payload) check(field string, nSQL int) error {
 		return invalid(field+".data", err.Error())
 	}
 	if !p.Type.Schema() {
-		p.resolve(b)
+		p.Resolve(b)
 	}
 	return nil
 }
@@ -133,7 +133,7 @@ func (p *Payload) checkSchemaRef(field string) error {
 }
 
 // schemaRef is the payload's schema reference.
-func (p *Payload) schemaRef() SchemaRef {
+func (p *Payload) SchemaRef() SchemaRef {
 	var ref SchemaRef
 	if p.SchemaID != nil {
 		ref.ID = int(*p.SchemaID)

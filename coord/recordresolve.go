@@ -50,28 +50,28 @@ func (c *Coordinator) encodeRecords(ctx context.Context, req *Request) error {
 	for i := range req.Kafka {
 		r := &req.Kafka[i]
 		field := "kafka[" + strconv.Itoa(i) + "]"
-		for _, part := range r.parts() {
-			p := part.p
-			if p.resolved || !p.Type.Schema() {
+		for _, part := range r.Parts() {
+			p := part.Payload
+			if _, done := p.Resolved(); done || !p.Type.Schema() {
 				continue
 			}
 			if p.From != "" {
 				if c.cfg.Schemas == nil { // knowable now: refused before anything runs (P1)
-					return invalid(field+"."+part.name+".type", fmt.Sprintf("type %s needs a Schema Registry, and none is configured (COORDINATOR_SCHEMA_REGISTRY_URL)", p.Type))
+					return invalid(field+"."+part.Name+".type", fmt.Sprintf("type %s needs a Schema Registry, and none is configured (COORDINATOR_SCHEMA_REGISTRY_URL)", p.Type))
 				}
 				continue // encoded once its statement ran (P2)
 			}
-			b, err := c.encodeSchema(ctx, field+"."+part.name, p, p.Data)
+			b, err := c.encodeSchema(ctx, field+"."+part.Name, p, p.Data)
 			var se *SchemaError
 			switch {
 			case errors.As(err, &se) && se.Schema:
-				return invalid(field+"."+part.name+"."+p.schemaField(), se.Reason)
+				return invalid(field+"."+part.Name+"."+p.SchemaField(), se.Reason)
 			case errors.As(err, &se):
-				return invalid(field+"."+part.name+dataPath(se.Path), se.Reason)
+				return invalid(field+"."+part.Name+dataPath(se.Path), se.Reason)
 			case err != nil:
 				return err
 			}
-			p.resolve(b)
+			p.Resolve(b)
 		}
 		if n, ok := r.WireSize(); ok {
 			total += n
@@ -100,7 +100,7 @@ func (c *Coordinator) encodeSchema(ctx context.Context, field string, p *Payload
 	if c.cfg.Schemas == nil {
 		return nil, &SchemaError{Reason: fmt.Sprintf("type %s needs a Schema Registry, and none is configured (COORDINATOR_SCHEMA_REGISTRY_URL)", p.Type)}
 	}
-	b, err := c.cfg.Schemas.Encode(ctx, p.Type, p.schemaRef(), data)
+	b, err := c.cfg.Schemas.Encode(ctx, p.Type, p.SchemaRef(), data)
 	var se *SchemaError
 	if err != nil && !errors.As(err, &se) {
 		return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: &Failure{Participant: ParticipantSchemaRegistry,
@@ -109,8 +109,8 @@ func (c *Coordinator) encodeSchema(ctx context.Context, field string, p *Payload
 	return b, err
 }
 
-// schemaField names the field that named the schema.
-func (p *Payload) schemaField() string {
+// SchemaField names the field that named the schema.
+func (p *Payload) SchemaField() string {
 	if p.SchemaID != nil {
 		return "schema_id"
 	}
@@ -129,22 +129,6 @@ func dataPath(p string) string {
 	return ".data." + p
 }
 
-type namedPart struct {
-	name string
-	p    *Payload
-}
-
-func (r *Record) parts() []namedPart {
-	var ps []namedPart
-	if r.Key != nil {
-		ps = append(ps, namedPart{"key", r.Key})
-	}
-	if r.Value != nil {
-		ps = append(ps, namedPart{"value", r.Value})
-	}
-	return ps
-}
-
 // errReference: a record names a statement's result that is not there (P2); the request aborts.
 var errReference = errors.New("the record names a statement result that is not there")
 
@@ -160,13 +144,13 @@ func (c *Coordinator) materialize(ctx context.Context, w *work) error {
 	for i := range w.req.Kafka {
 		r := &w.req.Kafka[i]
 		field := "kafka[" + strconv.Itoa(i) + "]"
-		for _, part := range r.parts() {
-			p := part.p
+		for _, part := range r.Parts() {
+			p := part.Payload
 			if p.From == "" {
 				continue // a part resolved from a result is resolved again on a rerun
 			}
-			name := field + "." + part.name
-			v, err := lookup(results, p.From, len(w.req.SQL))
+			name := field + "." + part.Name
+			v, err := Lookup(results, p.From, len(w.req.SQL))
 			if err != nil {
 				return referenceFailure(name, p.From, err)
 			}
@@ -174,27 +158,23 @@ func (c *Coordinator) materialize(ctx context.Context, w *work) error {
 			if err != nil {
 				return err
 			}
-			p.resolve(b)
+			p.Resolve(b)
 		}
 		for j := range r.Headers {
 			h := &r.Headers[j]
-			if h.form != headerFrom {
+			if !h.FromResult() {
 				continue
 			}
-			h.Value = nil
 			name := field + ".headers[" + strconv.Itoa(j) + "]"
-			v, err := lookup(results, h.From, len(w.req.SQL))
+			v, err := Lookup(results, h.From, len(w.req.SQL))
 			if err != nil {
 				return referenceFailure(name, h.From, err)
 			}
-			if v != nil {
-				b, err := textOf(v)
-				if err != nil {
-					return referenceFailure(name, h.From, err)
-				}
-				h.Value = b
+			b, err := ResultText(v)
+			if err != nil {
+				return referenceFailure(name, h.From, err)
 			}
-			h.done = true
+			h.Resolve(b)
 		}
 		n, _ := r.WireSize()
 		total += n
@@ -222,9 +202,9 @@ func (c *Coordinator) payloadFrom(ctx context.Context, field string, p *Payload,
 		return json.Marshal(v)
 	case TypeString, TypeBinary:
 		if u, ok := v.([16]byte); ok && p.Type == TypeString {
-			v = uuidText(u)
+			v = UUIDText(u)
 		}
-		b, err := textOf(v)
+		b, err := ResultText(v)
 		if err != nil {
 			return nil, referenceFailure(field, p.From, err)
 		}
@@ -244,48 +224,4 @@ func (c *Coordinator) payloadFrom(ctx context.Context, field string, p *Payload,
 			Err: fmt.Errorf("%s.from %q: the result does not fit the schema: %s", field, p.From, se.Error())}
 	}
 	return b, err
-}
-
-// lookup finds the value a reference names: a row (map) or a column's value.
-func lookup(results []SQLResult, from string, nSQL int) (any, error) {
-	ref, err := parseRef(from, nSQL)
-	if err != nil {
-		return nil, err
-	}
-	if ref.stmt >= len(results) {
-		return nil, fmt.Errorf("statement sql[%d] has no result", ref.stmt)
-	}
-	rows := results[ref.stmt].Rows
-	if ref.row >= len(rows) {
-		return nil, fmt.Errorf("statement sql[%d] returned %d rows, no row %d (use RETURNING or SELECT)", ref.stmt, len(rows), ref.row)
-	}
-	row := rows[ref.row]
-	if ref.column == "" {
-		return row, nil
-	}
-	v, ok := row[ref.column]
-	if !ok {
-		return nil, fmt.Errorf("row %d of sql[%d] has no column %q", ref.row, ref.stmt, truncateText(ref.column, 60))
-	}
-	return v, nil
-}
-
-func uuidText(u [16]byte) string {
-	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
-}
-
-// textOf is the bytes of a column's value as a string or binary payload or a header: text as
-// its UTF-8 bytes, bytea as its bytes, a uuid as its 16 bytes, anything else as its JSON text.
-func textOf(v any) ([]byte, error) {
-	switch x := v.(type) {
-	case nil:
-		return nil, nil
-	case string:
-		return []byte(x), nil
-	case []byte:
-		return x, nil
-	case [16]byte:
-		return x[:], nil
-	}
-	return json.Marshal(v)
 }

@@ -60,7 +60,7 @@ func IsSharedGID(prefix, sqlGID string) bool { return strings.HasPrefix(sqlGID, 
 // not say): the sweep judges an unnamed shared gid of its own instance at once when no batch of
 // this process runs it, and another instance's only once it is old (S3).
 func SharedGIDInstance(prefix, sqlGID string) string {
-	rest, ok := strings.CutPrefix(globalOf(sqlGID), prefix+sharedMark)
+	rest, ok := strings.CutPrefix(GlobalGID(sqlGID), prefix+sharedMark)
 	if !ok {
 		return ""
 	}
@@ -71,9 +71,14 @@ func SharedGIDInstance(prefix, sqlGID string) string {
 }
 
 func (c *Coordinator) newSharedGID(database string) string {
+	return NewSharedGID(c.cfg.GIDPrefix, c.cfg.Instance, database)
+}
+
+// NewSharedGID is a fresh shared gid of instance on database, under the log's gid prefix.
+func NewSharedGID(prefix, instance, database string) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return c.cfg.GIDPrefix + sharedMark + c.cfg.Instance + "+" + hex.EncodeToString(b[:]) + "@" + database
+	return prefix + sharedMark + instance + "+" + hex.EncodeToString(b[:]) + "@" + database
 }
 
 // sharesSQL says whether a member of a batch may run its SQL in a shared transaction: sharing
@@ -138,7 +143,7 @@ func (c *Coordinator) prepareShared(ctx context.Context, members []*member) (rid
 			continue
 		}
 		g := &sqlGroup{SharedGID: SharedGID{Database: db, GID: c.newSharedGID(db)}}
-		c.inflight.Store(globalOf(g.GID), struct{}{})
+		c.inflight.Store(GlobalGID(g.GID), struct{}{})
 		groups = append(groups, g)
 		wg.Go(func() {
 			ok := c.runGroup(ctx, g, ms)
@@ -254,7 +259,7 @@ func (c *Coordinator) abandonGroups(ctx context.Context, groups []*sqlGroup, cau
 // by the log (S3).
 func (c *Coordinator) releaseGroups(groups []*sqlGroup) {
 	for _, g := range groups {
-		c.inflight.Delete(globalOf(g.GID))
+		c.inflight.Delete(GlobalGID(g.GID))
 	}
 }
 
@@ -270,8 +275,8 @@ func inGroup(groups []*sqlGroup, m *member) *sqlGroup {
 	return nil
 }
 
-// globalOf strips the "@database" suffix of a PostgreSQL gid.
-func globalOf(sqlGID string) string {
+// GlobalGID strips the "@database" suffix of a PostgreSQL gid.
+func GlobalGID(sqlGID string) string {
 	if i := strings.LastIndexByte(sqlGID, '@'); i >= 0 {
 		return sqlGID[:i]
 	}
