@@ -18,7 +18,7 @@ import (
 // fired): the statements before it may be committed on that database.
 type breachSQL struct{ fakeSQL }
 
-func (s breachSQL) Run(context.Context, string, []coord.Statement, string, bool, func(), func(context.Context) error) ([]coord.SQLResult, error) {
+func (s breachSQL) Run(context.Context, string, []coord.Statement, string, bool, func()) ([]coord.SQLResult, error) {
 	return nil, &coord.Failure{Participant: "sql:default", Class: coord.ClassInternal,
 		Err: fmt.Errorf("%w: statement 0 (command tag \"COMMIT\")", coord.ErrConfinementBreach)}
 }

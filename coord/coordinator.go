@@ -44,9 +44,6 @@ type Config struct {
 	// Schemas encodes avro, protobuf and jsonschema payloads (record.go); nil: no Schema
 	// Registry, and those types are refused.
 	Schemas Schemas
-	// OverlapBegin logs the row of a request that runs alone beside its phase 1, each PREPARE
-	// held until the row is durable (I14, overlap.go); false: the row first, as in a batch.
-	OverlapBegin bool
 }
 
 // Coordinator runs global transactions over the Kafka and SQL participants with the log.
@@ -205,10 +202,6 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 		// Its SQL runs in the batch's shared transaction: it joins the batch while its row is
 		// logged, and the leader runs nothing of it before that row is durable (runJoined).
 		t, ran, err = c.runJoined(ctx, w, budget)
-	case c.cfg.OverlapBegin && !c.shares(w):
-		// Alone: its row is logged while its statements run and its records are produced,
-		// and nothing of it is prepared before that row is durable (runOverlapped).
-		t, ran, err = c.runOverlapped(ctx, w, budget)
 	default:
 		b := c.begin(ctx, w, budget)
 		if !b.run {
@@ -319,9 +312,6 @@ type work struct {
 	req      *Request
 	ktx      KafkaTxn
 	prepared []string // databases where PREPARE TRANSACTION may have been sent
-	// hold, when set, is what every database's PREPARE (or one-phase COMMIT) waits for: the
-	// row's Begin, logged while phase 1 runs (runOverlapped).
-	hold func(context.Context) error
 	// flight is the request's place in flight (flight.go).
 	flight *flight
 	mu     sync.Mutex
@@ -563,7 +553,7 @@ func (c *Coordinator) sqlPhase1(ctx context.Context, w *work, db string, onePhas
 	if st.span.IsRecording() {
 		st.span.SetAttributes(AttrDatabase.String(db), AttrStatements.Int(len(stmts)))
 	}
-	res, err := c.sql.Run(sctx, db, stmts, c.sqlGID(w.t.GID, db), onePhase, func() { c.fault(FaultAfterSQLWork) }, w.hold)
+	res, err := c.sql.Run(sctx, db, stmts, c.sqlGID(w.t.GID, db), onePhase, func() { c.fault(FaultAfterSQLWork) })
 	st.end(err)
 	if err != nil {
 		return err

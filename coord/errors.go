@@ -75,11 +75,6 @@ var (
 	ErrNotOwner = errors.New("instance does not hold its lock")
 )
 
-// errBeginLost is what a held PREPARE (or one-phase COMMIT) answers when the request's Begin
-// did not log a fresh row (overlap.go): nothing is prepared, and Begin's answer is the
-// request's. Never returned to a caller.
-var errBeginLost = errors.New("the request's row was not logged: nothing of it is prepared")
-
 // InvalidError names the request field that is wrong.
 type InvalidError struct {
 	Field  string

@@ -398,17 +398,10 @@ type fakeSQL struct{ w *world }
 
 func (s fakeSQL) Has(string) bool { return true }
 
-func (s fakeSQL) Run(ctx context.Context, db string, stmts []coord.Statement, gid string, onePhase bool, _ func(), hold func(context.Context) error) ([]coord.SQLResult, error) {
+func (s fakeSQL) Run(ctx context.Context, db string, stmts []coord.Statement, gid string, onePhase bool, _ func()) ([]coord.SQLResult, error) {
 	m := s.w.call(ctx, "sql.run")
 	if m == failBefore {
 		return nil, &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable, Unavailable: true, Err: errInjected}
-	}
-	if hold != nil {
-		// The work is done; PREPARE (or COMMIT) waits for the hold, and needRow below checks
-		// that the row is durable by then (I5).
-		if err := hold(ctx); err != nil {
-			return nil, err
-		}
 	}
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()

@@ -13,8 +13,8 @@ import (
 // answered before its final write (finals.go, D1), until that write ended. The recovery loop
 // leaves such rows alone (InFlight). A second request with the same id that arrives meanwhile
 // must not answer from the log: the first run's row may not be logged yet (its Begin still
-// on the way, or a Begin beside phase 1, I14), and "not found" would be false for an id that
-// is running. So it waits for the first run's outcome, bounded by its own budget:
+// on the way, or a batch member's Begin still running beside its wait for the batch, S7), and
+// "not found" would be false for an id that is running. So it waits for the first run's outcome, bounded by its own budget:
 //
 //   - the first run ended: the second goes on as any repeat of the id, and its Begin finds the
 //     stored row (or, when the first run logged nothing, runs it);

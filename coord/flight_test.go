@@ -2,7 +2,6 @@ package coord_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -32,74 +31,72 @@ func (l beginHeldLog) Begin(ctx context.Context, t *coord.Transaction) (*coord.T
 // at once.
 func TestSecondSubmitWhileBeginInFlight(t *testing.T) {
 	t.Parallel()
-	for _, overlap := range []bool{false, true} { // the row first, or beside phase 1 (I14)
-		for _, sh := range shapes {
-			t.Run(fmt.Sprintf("overlap %t/%s", overlap, sh.name), func(t *testing.T) {
-				t.Parallel()
-				w := newWorld()
-				log := beginHeldLog{fakeLog: fakeLog{w}, entered: make(chan struct{}, 4), release: make(chan struct{})}
-				var k coord.Kafka
-				if len(sh.req.Kafka) > 0 {
-					k = fakeKafka{w}
-				}
-				c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", Logger: slog.New(slog.DiscardHandler),
-					DefaultTimeout: 5 * time.Second, Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}},
-					OverlapBegin: overlap}, log, k, fakeSQL{w})
-				req := sh.req
-				req.ID = "x"
-				type result struct {
-					t   *coord.Transaction
-					err error
-				}
-				first := make(chan result, 1)
-				go func() {
-					t, err := c.Execute(context.Background(), cloneReq(req))
-					first <- result{t, err}
-				}()
-				<-log.entered // the first run's Begin is on its way; no row yet
+	for _, sh := range shapes {
+		t.Run(sh.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld()
+			log := beginHeldLog{fakeLog: fakeLog{w}, entered: make(chan struct{}, 4), release: make(chan struct{})}
+			var k coord.Kafka
+			if len(sh.req.Kafka) > 0 {
+				k = fakeKafka{w}
+			}
+			c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", Logger: slog.New(slog.DiscardHandler),
+				DefaultTimeout: 5 * time.Second, Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}},
+				log, k, fakeSQL{w})
+			req := sh.req
+			req.ID = "x"
+			type result struct {
+				t   *coord.Transaction
+				err error
+			}
+			first := make(chan result, 1)
+			go func() {
+				t, err := c.Execute(context.Background(), cloneReq(req))
+				first <- result{t, err}
+			}()
+			<-log.entered // the first run's Begin is on its way; no row yet
 
-				// Its budget ends while the first run is in flight: in doubt.
-				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-				_, err := c.Execute(ctx, cloneReq(req))
-				cancel()
-				require.ErrorIs(t, err, coord.ErrInDoubt)
-				assert.NotErrorIs(t, err, coord.ErrUnavailable)
-				var oe *coord.OutcomeError
-				require.ErrorAs(t, err, &oe)
-				require.NotNil(t, oe.Txn, "a 202 carries the transaction")
-				assert.Equal(t, coord.StateActive, oe.Txn.State)
-				assert.Equal(t, "p_x", oe.Txn.GID)
+			// Its budget ends while the first run is in flight: in doubt.
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			_, err := c.Execute(ctx, cloneReq(req))
+			cancel()
+			require.ErrorIs(t, err, coord.ErrInDoubt)
+			assert.NotErrorIs(t, err, coord.ErrUnavailable)
+			var oe *coord.OutcomeError
+			require.ErrorAs(t, err, &oe)
+			require.NotNil(t, oe.Txn, "a 202 carries the transaction")
+			assert.Equal(t, coord.StateActive, oe.Txn.State)
+			assert.Equal(t, "p_x", oe.Txn.GID)
 
-				// Another body under the same id: 422 at once.
-				other := cloneReq(req)
-				other.SQL = append(other.SQL, stmt("INSERT INTO t VALUES (2)"))
-				_, err = c.Execute(context.Background(), other)
-				require.ErrorIs(t, err, coord.ErrIDConflict)
+			// Another body under the same id: 422 at once.
+			other := cloneReq(req)
+			other.SQL = append(other.SQL, stmt("INSERT INTO t VALUES (2)"))
+			_, err = c.Execute(context.Background(), other)
+			require.ErrorIs(t, err, coord.ErrIDConflict)
 
-				// It waits for the first run's outcome, and answers it.
-				second := make(chan result, 1)
-				go func() {
-					t, err := c.Execute(context.Background(), cloneReq(req))
-					second <- result{t, err}
-				}()
-				select {
-				case <-log.entered:
-					t.Fatal("the second run logged a Begin of its own while the first was in flight")
-				case r := <-second:
-					t.Fatalf("answered before the first run's outcome: %v, %v", r.t, r.err)
-				case <-time.After(100 * time.Millisecond):
-				}
-				close(log.release)
-				r1 := <-first
-				require.NoError(t, r1.err)
-				r2 := <-second
-				require.NoError(t, r2.err)
-				assert.Equal(t, coord.StateCommitted, r2.t.State)
-				assert.Equal(t, r1.t.GID, r2.t.GID)
-				require.NoError(t, c.WaitFinals(context.Background()))
-				assert.False(t, c.InFlight("p_x"))
-			})
-		}
+			// It waits for the first run's outcome, and answers it.
+			second := make(chan result, 1)
+			go func() {
+				t, err := c.Execute(context.Background(), cloneReq(req))
+				second <- result{t, err}
+			}()
+			select {
+			case <-log.entered:
+				t.Fatal("the second run logged a Begin of its own while the first was in flight")
+			case r := <-second:
+				t.Fatalf("answered before the first run's outcome: %v, %v", r.t, r.err)
+			case <-time.After(100 * time.Millisecond):
+			}
+			close(log.release)
+			r1 := <-first
+			require.NoError(t, r1.err)
+			r2 := <-second
+			require.NoError(t, r2.err)
+			assert.Equal(t, coord.StateCommitted, r2.t.State)
+			assert.Equal(t, r1.t.GID, r2.t.GID)
+			require.NoError(t, c.WaitFinals(context.Background()))
+			assert.False(t, c.InFlight("p_x"))
+		})
 	}
 }
 

@@ -57,10 +57,8 @@ type SQL interface {
 	// commits. On error nothing of it is left open, except that a PREPARE whose answer was lost
 	// may have prepared: RollbackPrepared clears that.
 	// afterWork, when not nil, is called once the statements' results are in, before the
-	// PREPARE's (or COMMIT's) answer is read (a fault point for tests). hold, when not nil, is
-	// called after the work and the marker row, and PREPARE (or COMMIT) is sent only once it
-	// returned nil; when it fails, nothing is prepared or committed and its error is returned.
-	Run(ctx context.Context, database string, stmts []Statement, gid string, onePhase bool, afterWork func(), hold func(context.Context) error) ([]SQLResult, error)
+	// PREPARE's (or COMMIT's) answer is read (a fault point for tests).
+	Run(ctx context.Context, database string, stmts []Statement, gid string, onePhase bool, afterWork func()) ([]SQLResult, error)
 	// CommitPrepared and RollbackPrepared are idempotent (I4): a gid that no longer exists is
 	// resolved with the marker row; ErrHeuristic reports a gid that ended the other way.
 	CommitPrepared(ctx context.Context, database, gid string) error

@@ -44,17 +44,11 @@ func trial(t *testing.T, req coord.Request, at func(n int, op string) mode) (ans
 // trialWith is trial with the resolver's pause point (raceInterleave).
 func trialWith(t *testing.T, req coord.Request, pauseAt int, at func(n int, op string) mode) (answer error, w *world) {
 	t.Helper()
-	return trialOverlap(t, req, pauseAt, false, at)
+	return trialFull(t, req, pauseAt, false, at)
 }
 
-// trialOverlap is trialWith; overlap: the row is logged beside phase 1 (I14).
-func trialOverlap(t *testing.T, req coord.Request, pauseAt int, overlap bool, at func(n int, op string) mode) (answer error, w *world) {
-	t.Helper()
-	return trialFull(t, req, pauseAt, overlap, false, at)
-}
-
-// trialFull is trialOverlap; page: the resolver takes a prepared row by the page (C1).
-func trialFull(t *testing.T, req coord.Request, pauseAt int, overlap, page bool, at func(n int, op string) mode) (answer error, w *world) {
+// trialFull is trialWith; page: the resolver takes a prepared row by the page (C1).
+func trialFull(t *testing.T, req coord.Request, pauseAt int, page bool, at func(n int, op string) mode) (answer error, w *world) {
 	t.Helper()
 	w = newWorld()
 	w.pauseAt, w.page = pauseAt, page
@@ -67,7 +61,7 @@ func trialFull(t *testing.T, req coord.Request, pauseAt int, overlap, page bool,
 	}
 	c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", DefaultTimeout: 30 * time.Millisecond,
 		FinishTimeout: 100 * time.Millisecond, Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}},
-		Logger: slog.New(slog.DiscardHandler), OverlapBegin: overlap}, log, k, sql)
+		Logger: slog.New(slog.DiscardHandler)}, log, k, sql)
 	rules := coord.Rules{Log: log, SQL: sql, Kafka: kafka}
 	ctx := context.Background()
 	resolveIn := func(ctx context.Context) error {
@@ -171,20 +165,18 @@ func calls(t *testing.T, req coord.Request) int {
 
 func TestRulesFailAtEveryCall(t *testing.T) {
 	t.Parallel()
-	for _, overlap := range []bool{false, true} { // the row first, or beside phase 1 (I14)
-		for _, sh := range shapes {
-			n := calls(t, sh.req)
-			for k := range n {
-				for _, m := range []mode{failBefore, failAfter, refused, unsent} {
-					t.Run(fmt.Sprintf("overlap %t/%s/call %d/mode %d", overlap, sh.name, k, m), func(t *testing.T) {
-						trialOverlap(t, sh.req, -1, overlap, func(i int, _ string) mode {
-							if i == k {
-								return m
-							}
-							return pass
-						})
+	for _, sh := range shapes {
+		n := calls(t, sh.req)
+		for k := range n {
+			for _, m := range []mode{failBefore, failAfter, refused, unsent} {
+				t.Run(fmt.Sprintf("%s/call %d/mode %d", sh.name, k, m), func(t *testing.T) {
+					trialWith(t, sh.req, -1, func(i int, _ string) mode {
+						if i == k {
+							return m
+						}
+						return pass
 					})
-				}
+				})
 			}
 		}
 	}
@@ -197,7 +189,7 @@ func TestRulesClaimRacesLiveWriter(t *testing.T) {
 			n := calls(t, sh.req)
 			for k := range n {
 				t.Run(fmt.Sprintf("page %t/%s/claim before call %d", page, sh.name, k), func(t *testing.T) {
-					trialFull(t, sh.req, -1, false, page, func(i int, _ string) mode {
+					trialFull(t, sh.req, -1, page, func(i int, _ string) mode {
 						if i == k {
 							return raceResolve
 						}
@@ -221,7 +213,7 @@ func TestRulesResolverInterleaved(t *testing.T) {
 			for k := range n {
 				for j := range 6 {
 					t.Run(fmt.Sprintf("page %t/%s/resolver from call %d paused at its call %d", page, sh.name, k, j), func(t *testing.T) {
-						trialFull(t, sh.req, j, false, page, func(i int, _ string) mode {
+						trialFull(t, sh.req, j, page, func(i int, _ string) mode {
 							if i == k {
 								return raceInterleave
 							}
@@ -245,7 +237,7 @@ func TestRulesClaimLostThenRace(t *testing.T) {
 				t.Run(fmt.Sprintf("page %t/%s/claim before call %d, its first write lost", page, sh.name, k), func(t *testing.T) {
 					var mu sync.Mutex // the SQL and Kafka sides call concurrently
 					raced := false
-					trialFull(t, sh.req, -1, false, page, func(i int, op string) mode {
+					trialFull(t, sh.req, -1, page, func(i int, op string) mode {
 						mu.Lock()
 						defer mu.Unlock()
 						switch {

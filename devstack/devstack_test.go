@@ -315,7 +315,7 @@ func assertResetInPipeline(t *testing.T, ctx context.Context, dsn string, admin 
 	for i, onePhase := range []bool{false, true, false} {
 		gid := fmt.Sprintf("reset_probe_%d@default", i)
 		stmt := coord.Statement{Database: "default", Statement: "INSERT INTO reset_probe VALUES ($1)", Args: []any{gid}}
-		_, err := d.Run(ctx, "default", []coord.Statement{stmt}, gid, onePhase, nil, nil)
+		_, err := d.Run(ctx, "default", []coord.Statement{stmt}, gid, onePhase, nil)
 		require.NoError(t, err)
 		if !onePhase {
 			require.NoError(t, d.CommitPrepared(ctx, "default", gid))

@@ -20,8 +20,6 @@
  *   M_1PC_NO_FENCING_MARKER  presumed abort decides a one-phase row by the absence of its
  *                            marker, with no fence against a COMMIT still on its way
  *   M_REINIT_UNLOCKED        a takeover re-initialises ids after it lost the lock (finding F1)
- *   M_PREPARE_BEFORE_ROW     the PREPARE of a request whose Begin runs beside its phase 1 is
- *                            not held: it may land before the row is durable (I14)
  *   M_DECIDED_ON_UNCLEAR     (HASDEC) a commit whose EndTxn(commit) got no answer is answered
  *                            at the decision (D1) as if Kafka had confirmed it
  *   M_DUE_MISSES_ABORTING    Due lists active/prepared/committing only: a claimed row whose
@@ -320,41 +318,20 @@ inline sqlPhase1() {
 /* Execute → run → phase1 → Prepared → decide → phase2 → finishWith, for a two-phase g */
 proctype Request(byte g) {
 	byte myinc, myep, k = NONE, ke, r;
-	bit sq, h, pend, early, kf, esql, begun;
+	bit sq, h, pend;
 
 	/* Execute: the instance serves; InFlight from before the row exists */
 	atomic { serving -> myinc = inc; myep = heldA; inflight[g] = 1 }
-	/* runOverlapped (I14): phase 1 runs beside the Begin. The Kafka side (acquire, begin,
-	 * produce, flush) may be done before the row is durable; the SQL side's work has no state
-	 * here, and its PREPARE (sqlPhase1's landing) is held until the row is durable. */
-	if
-	:: skip
-	:: early = 1; kafkaPhase1()   /* a failure goes to abort, which ends the Begin first */
-#ifdef M_PREPARE_BEFORE_ROW
-	/* mutant: the PREPARE is not held: it may land before the row is durable */
-	:: early = 1; esql = 1; sqlPhase1()
-#endif
-	fi;
-logBegin:
 	/* txlog.Begin (fenced) */
 	if
-	:: atomic { LIVE && CAS(g, L_NONE) -> row[g] = L_ACTIVE; begun = 1 }
-	:: atomic { LIVE && !CAS(g, L_NONE) }; goto beginLost  /* 503 */
-	fi;
-	if
-	:: kf -> goto abort   /* a side failed before the row: abort with the row logged */
-	:: else
+	:: atomic { LIVE && CAS(g, L_NONE) -> row[g] = L_ACTIVE }
+	:: atomic { LIVE && !CAS(g, L_NONE) -> ans[g] = A_ABORT; inflight[g] = 0 }; goto done  /* 503 */
 	fi;
 
-	/* phase1: kafkaPhase1 ∥ sqlPhase1, in either order (what did not run before the row) */
+	/* phase1: kafkaPhase1 ∥ sqlPhase1, in either order */
 	if
-	:: early && !esql -> sqlPhase1()
-	:: esql -> kafkaPhase1()
-	:: else ->
-		if
-		:: kafkaPhase1(); sqlPhase1()
-		:: sqlPhase1(); kafkaPhase1()
-		fi
+	:: kafkaPhase1(); sqlPhase1()
+	:: sqlPhase1(); kafkaPhase1()
 	fi;
 
 #ifdef M_PREPARED_AFTER_ENDTXN
@@ -462,10 +439,6 @@ phase2:
 	goto done;
 
 abort:
-	if
-	:: early && !begun -> kf = 1; goto logBegin   /* failed beside the Begin: it ends first */
-	:: else
-	fi;
 	/* abort: Kafka first (Txn.Abort, bounded), then ROLLBACK PREPARED, then finishWith */
 	if
 	:: k != NONE ->
@@ -498,23 +471,8 @@ indoubtActive:
 
 indoubtPrepared:
 	atomic { LIVE -> release(k, 0); ans[g] = A_DOUBT; inflight[g] = 0 }
-	goto done;
-
-beginLost:
-	/* runOverlapped: the Begin logged no row, so nothing was prepared (the PREPARE is held);
-	 * dropKafka aborts the open Kafka transaction and returns the id to the pool (a failed
-	 * abort leaves the client to be recreated), no gid is touched; Begin's answer, 503 */
-	if
-	:: k != NONE ->
-		if
-		:: atomic { LIVE -> if :: kcur[k] == g && kep[k] == ke -> k_abort_open(k) :: else fi }
-		:: atomic { LIVE && FAULT -> broken[k] = 1 }
-		fi
-	:: else
-	fi;
-	atomic { LIVE -> release(k, 1); ans[g] = A_ABORT; inflight[g] = 0; check(g) }
 done:
-	atomic { myinc = 0; myep = 0; k = 0; ke = 0; r = 0; sq = 0; h = 0; pend = 0; early = 0; kf = 0; esql = 0; begun = 0 }
+	atomic { myinc = 0; myep = 0; k = 0; ke = 0; r = 0; sq = 0; h = 0; pend = 0 }
 }
 
 /* The one-phase path: one database, no Kafka: COMMIT with a marker row. */

@@ -209,7 +209,7 @@ func TestStrayOwnGIDOfSharedRowRolledBack(t *testing.T) {
 	_, err := e.log.CommittedBatch(ctx, ts, time.Time{})
 	require.NoError(t, err)
 	own := ts[0].GID + "@default"
-	_, err = e.sql.Run(ctx, "default", []coord.Statement{{Database: "default", Statement: "INSERT INTO orders VALUES ('copy')"}}, own, false, nil, nil)
+	_, err = e.sql.Run(ctx, "default", []coord.Statement{{Database: "default", Statement: "INSERT INTO orders VALUES ('copy')"}}, own, false, nil)
 	require.NoError(t, err)
 	require.True(t, e.prepared(t, own))
 	require.NoError(t, e.l.orphans(ctx, &Stats{}))

@@ -35,9 +35,6 @@ type Config struct {
 	// SharedSQL lets the members of a shared Kafka transaction on one database share one
 	// PostgreSQL transaction too (COORDINATOR_SHARED_SQL; docs/batching.md section 12).
 	SharedSQL bool
-	// OverlapBegin (COORDINATOR_OVERLAP_BEGIN) logs a lone request's row beside its phase 1,
-	// its PREPAREs held for it (I14); off by default.
-	OverlapBegin bool
 	// KafkaTxnTimeout is the producer's transaction.timeout.ms (KAFKA_TRANSACTION_TIMEOUT).
 	KafkaTxnTimeout time.Duration
 	DefaultTimeout  time.Duration // COORDINATOR_DEFAULT_TIMEOUT: budget of a request without timeout_ms

@@ -190,7 +190,6 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		// More shared transactions at once than ids would only wait for ids.
 		Batch: coord.BatchConfig{MaxMembers: cfg.SharedMax, Concurrency: min(cfg.SharedConcurrency, cfg.PoolSize),
 			ShareSQL: cfg.SharedSQL},
-		OverlapBegin: cfg.OverlapBegin,
 	}, s.Log, kafka, s.SQL)
 
 	s.Recovery = recovery.New(recovery.Config{

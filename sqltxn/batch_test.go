@@ -19,7 +19,7 @@ func TestCommitPreparedMany(t *testing.T) {
 	var gids []string
 	for _, id := range []string{"a", "b", "c"} {
 		gid := schema + "_" + id
-		_, err := d.Run(ctx, "default", stmts("INSERT INTO orders (id) VALUES ('"+id+"')"), gid, false, nil, nil)
+		_, err := d.Run(ctx, "default", stmts("INSERT INTO orders (id) VALUES ('"+id+"')"), gid, false, nil)
 		require.NoError(t, err)
 		gids = append(gids, gid)
 	}

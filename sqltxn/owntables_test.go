@@ -80,7 +80,7 @@ func TestRunClientWritesToOwnTablesRefused(t *testing.T) {
 				if c.deferred {
 					at = "statement 1: its deferred constraints or triggers"
 				}
-				_, err := d.Run(ctx, "default", list, schema+"_"+id+"@default", onePhase, nil, nil)
+				_, err := d.Run(ctx, "default", list, schema+"_"+id+"@default", onePhase, nil)
 				require.Error(t, err, "%s (one phase %t, first %t)", c.name, onePhase, first)
 				f := coord.AsFailure(err)
 				assert.Equal(t, sqlstateOwnTable, f.SQLState, "%s: %v", c.name, err)
@@ -118,7 +118,7 @@ func TestRunClientWritesToOwnTablesRefused(t *testing.T) {
 	// The client's own tables are not the coordinator's, and reads are not writes: a request
 	// that writes its tables and reads the coordinator's, through the same kind of code, commits.
 	_, err := d.Run(ctx, "default", stmts("DO $$BEGIN INSERT INTO orders VALUES ('do'); END$$",
-		"DO $$BEGIN PERFORM count(*) FROM coordinator_transactions; END$$"), schema+"_do@default", true, nil, nil)
+		"DO $$BEGIN PERFORM count(*) FROM coordinator_transactions; END$$"), schema+"_do@default", true, nil)
 	require.NoError(t, err)
 	// The coordinator's own sessions write them as before.
 	_, err = admin.Exec(ctx, "UPDATE "+schema+".coordinator_transactions SET state = state")
@@ -199,7 +199,7 @@ func BenchmarkRunOwnTablesGuarded(b *testing.B) {
 				n++
 				id := fmt.Sprintf("b%d", n)
 				gid := schema + "_" + id + "@default"
-				if _, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('"+id+"')"), gid, false, nil, nil); err != nil {
+				if _, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('"+id+"')"), gid, false, nil); err != nil {
 					b.Fatal(err)
 				}
 				if err := d.CommitPrepared(ctx, "default", gid); err != nil {

@@ -40,13 +40,7 @@ import (
 // is a statement of its own, before it. RESET ALL cannot end a read-only mode, which the
 // coordinator's marker row cannot be written in: the guard refuses a statement that made the
 // transaction read-only (errReadOnly), alone and in a shared transaction alike.
-//
-// hold, when not nil, splits the batch in two: the work and the marker row, then, once hold
-// returned nil, PREPARE (or COMMIT) with the reset. A hold that fails leaves nothing prepared or
-// committed: the work is rolled back and hold's error returned as it is. A request whose row is
-// logged while its statements run uses it (I14: nothing is prepared before the row is
-// durable); one more round trip, instead of the log write's wait.
-func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Statement, gid string, onePhase bool, afterWork func(), hold func(context.Context) error) ([]coord.SQLResult, error) {
+func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Statement, gid string, onePhase bool, afterWork func()) ([]coord.SQLResult, error) {
 	db, err := d.db(database)
 	if err != nil {
 		return nil, classify(database, err)
@@ -96,35 +90,15 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	default:
 		b.Queue("INSERT INTO "+db.markers+" (gid) SELECT $1 WHERE "+lastGuards[0]+" IS NOT NULL", gid)
 	}
-	end := b
-	if hold != nil {
-		// Held: the work and the marker are one round trip, PREPARE (or COMMIT) another, sent
-		// only once hold allowed it.
-		end = &pgx.Batch{}
-	}
 	if onePhase {
-		end.Queue("COMMIT")
+		b.Queue("COMMIT")
 	} else {
-		end.Queue("PREPARE TRANSACTION " + quoteGID(gid))
+		b.Queue("PREPARE TRANSACTION " + quoteGID(gid))
 	}
-	end.Queue("DISCARD ALL") // skipped by the server when anything before it failed
+	b.Queue("DISCARD ALL") // skipped by the server when anything before it failed
 
 	br := conn.SendBatch(ctx, b)
-	results, err := readResults(br, database, stmts, lead, role != "", afterWork, hold == nil)
-	sent := hold == nil // PREPARE (or COMMIT) went out
-	if err == nil && hold != nil {
-		err = br.Close()
-		if err == nil {
-			if err = hold(ctx); err != nil {
-				// Nothing was prepared or committed: the work is rolled back, and the hold's
-				// own error is the answer.
-				discard, _ = d.endFailed(ctx, conn, db, database)
-				return nil, err
-			}
-			br, sent = conn.SendBatch(ctx, end), true
-			_, err = br.Exec()
-		}
-	}
+	results, err := readResults(br, database, stmts, lead, role != "", afterWork)
 	if err == nil {
 		// PREPARE (or COMMIT) answered: the outcome is known whatever happens to the reset.
 		resetDone = d.readReset(br, database)
@@ -140,7 +114,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	d2, _ := d.endFailed(ctx, conn, db, database)
 	discard = d2 || discard
 	f := classify(database, err)
-	if onePhase && sent && !refused(err) {
+	if onePhase && !refused(err) {
 		// The COMMIT went out with the batch and no answer said no: it may have committed.
 		// Only the marker can tell (SettleOnePhase), never this error.
 		f.Err = fmt.Errorf("%w: %w", coord.ErrCommitUnknown, f.Err)
@@ -313,7 +287,7 @@ func (d *Databases) terminate(ctx context.Context, pool interface {
 // statement, each other statement's result (rows when it returns any) and its guard, RESET ALL,
 // the last statement's guard (with a role; otherwise it is the marker insert's condition), the
 // marker and PREPARE (or COMMIT).
-func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, lead int, role bool, afterWork func(), final bool) ([]coord.SQLResult, error) {
+func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, lead int, role bool, afterWork func()) ([]coord.SQLResult, error) {
 	results := make([]coord.SQLResult, len(stmts))
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -360,9 +334,6 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 			return nil, fmt.Errorf("statement %d: %w (%w)", last, errReadOnly, err)
 		}
 		return nil, fmt.Errorf("marker row: %w", err)
-	}
-	if !final {
-		return results, nil
 	}
 	if _, err := br.Exec(); err != nil {
 		return nil, err

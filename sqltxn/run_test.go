@@ -85,7 +85,7 @@ func TestRunGuardCatchesLeftTransaction(t *testing.T) {
 				stmts    []coord.Statement
 				onePhase bool
 			}{{middle, false}, {middle, true}, {last, false}, {last, true}} {
-				_, err := d.Run(ctx, "default", run.stmts, gid, run.onePhase, nil, nil)
+				_, err := d.Run(ctx, "default", run.stmts, gid, run.onePhase, nil)
 				require.ErrorIs(t, err, coord.ErrConfinementBreach)
 				assert.Contains(t, err.Error(), "statement 1")
 				var markers, prepared, b int
@@ -113,10 +113,10 @@ func TestRunAsStatementRole(t *testing.T) {
 	role := schema + "_client"
 	d := withStatementRole(t, admin, dsn, schema, role)
 
-	res, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('r') RETURNING current_user AS who"), schema+"_r@default", true, nil, nil)
+	res, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('r') RETURNING current_user AS who"), schema+"_r@default", true, nil)
 	require.NoError(t, err)
 	assert.Equal(t, role, res[0].Rows[0]["who"])
-	_, err = d.Run(ctx, "default", stmts("DELETE FROM coordinator_markers"), schema+"_d@default", true, nil, nil)
+	_, err = d.Run(ctx, "default", stmts("DELETE FROM coordinator_markers"), schema+"_d@default", true, nil)
 	require.Error(t, err)
 	assert.Equal(t, "42501", sqlstate(err), "the role has no rights on the coordinator's tables")
 
@@ -165,7 +165,7 @@ END$$`)
 	before := backendPID(t, d)
 	defer func() { assert.Equal(t, before, backendPID(t, d), "the same session, reset") }()
 	for _, onePhase := range []bool{true, false} {
-		_, err = d.Run(ctx, "default", stmts(fmt.Sprintf("SELECT poison(%t)", onePhase)), fmt.Sprintf("%s_p%t@default", schema, onePhase), onePhase, nil, nil)
+		_, err = d.Run(ctx, "default", stmts(fmt.Sprintf("SELECT poison(%t)", onePhase)), fmt.Sprintf("%s_p%t@default", schema, onePhase), onePhase, nil)
 		require.NoError(t, err)
 		assertReset(t, d, fmt.Sprintf("%s_%t", schema, onePhase))
 	}
@@ -201,7 +201,7 @@ CREATE CONSTRAINT TRIGGER record_settings AFTER INSERT ON `+schema+`.coordinator
 	require.NotEqual(t, "off", want[0], "the test's PostgreSQL must commit synchronously")
 	for _, onePhase := range []bool{true, false} {
 		gid := fmt.Sprintf("%s_s%t@default", schema, onePhase)
-		_, err := d.Run(ctx, "default", client, gid, onePhase, nil, nil)
+		_, err := d.Run(ctx, "default", client, gid, onePhase, nil)
 		require.NoError(t, err, "one phase: %t", onePhase)
 		if !onePhase {
 			require.NoError(t, d.CommitPrepared(ctx, "default", gid))
@@ -224,7 +224,7 @@ func TestRunClientReadOnlyRefused(t *testing.T) {
 	for i, ro := range []string{"SELECT pg_catalog.set_config('transaction_read_only', 'on', true)", "SET TRANSACTION READ ONLY"} {
 		for _, onePhase := range []bool{true, false} {
 			id := fmt.Sprintf("ro%d%t", i, onePhase)
-			_, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('"+id+"')", ro), schema+"_"+id+"@default", onePhase, nil, nil)
+			_, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('"+id+"')", ro), schema+"_"+id+"@default", onePhase, nil)
 			require.ErrorIs(t, err, errReadOnly, "%s, one phase: %t", ro, onePhase)
 			assert.Contains(t, err.Error(), "statement 1")
 			assert.Equal(t, coord.ClassAbortable, coord.AsFailure(err).Class)
@@ -258,14 +258,14 @@ func TestRunIsolationLevel(t *testing.T) {
 			res, err := d.Run(ctx, "default", stmts("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
 				"SET LOCAL transaction_deferrable = on",
 				fmt.Sprintf("INSERT INTO orders VALUES ('%s%t')", id, onePhase),
-				"SELECT current_setting('transaction_isolation') AS iso"), gid, onePhase, nil, nil)
+				"SELECT current_setting('transaction_isolation') AS iso"), gid, onePhase, nil)
 			require.NoError(t, err, "one phase: %t", onePhase)
 			require.Len(t, res, 4, "a result for every statement, in order")
 			assert.Equal(t, "serializable", res[3].Rows[0]["iso"])
 			if !onePhase {
 				require.NoError(t, d.CommitPrepared(ctx, "default", gid))
 			}
-			_, err = d.Run(ctx, "default", stmts("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"), gid+"only", onePhase, nil, nil)
+			_, err = d.Run(ctx, "default", stmts("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"), gid+"only", onePhase, nil)
 			require.NoError(t, err, "a request of isolation levels only")
 			if !onePhase {
 				require.NoError(t, d.CommitPrepared(ctx, "default", gid+"only"))
@@ -301,7 +301,7 @@ func assertReset(t *testing.T, d *Databases, gidPrefix string) {
 		res, err := d.Run(ctx, "default", stmts(`SELECT current_setting('statement_timeout') AS st,
   current_setting('default_transaction_read_only') AS ro,
   (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()) AS locks,
-  (SELECT count(*) FROM pg_listening_channels()) AS listens`), fmt.Sprintf("%s_c%d@default", gidPrefix, i), true, nil, nil)
+  (SELECT count(*) FROM pg_listening_channels()) AS listens`), fmt.Sprintf("%s_c%d@default", gidPrefix, i), true, nil)
 		require.NoError(t, err)
 		row := res[0].Rows[0]
 		assert.Equal(t, "0", row["st"])
@@ -323,7 +323,7 @@ BEGIN
   RETURN 1 / 0;
 END$$`)
 	require.NoError(t, err)
-	_, err = d.Run(ctx, "default", stmts("SELECT poison_fail()"), schema+"_f@default", false, nil, nil)
+	_, err = d.Run(ctx, "default", stmts("SELECT poison_fail()"), schema+"_f@default", false, nil)
 	require.Error(t, err)
 	assert.Equal(t, "22012", sqlstate(err))
 	assertReset(t, d, schema)

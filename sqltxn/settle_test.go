@@ -34,7 +34,7 @@ func TestSettleOnePhase(t *testing.T) {
 	stmt := []coord.Statement{{Database: "default", Statement: "SELECT 1"}}
 
 	// Committed by the one-phase path: evidence of a commit.
-	_, err := d.Run(ctx, "default", stmt, "p_a@default", true, nil, nil)
+	_, err := d.Run(ctx, "default", stmt, "p_a@default", true, nil)
 	require.NoError(t, err)
 	committed, err := d.SettleOnePhase(ctx, "default", "p_a@default")
 	require.NoError(t, err)
@@ -44,7 +44,7 @@ func TestSettleOnePhase(t *testing.T) {
 	committed, err = d.SettleOnePhase(ctx, "default", "p_b@default")
 	require.NoError(t, err)
 	assert.False(t, committed)
-	_, err = d.Run(ctx, "default", stmt, "p_b@default", true, nil, nil)
+	_, err = d.Run(ctx, "default", stmt, "p_b@default", true, nil)
 	require.Error(t, err, "a late COMMIT meets the fence")
 	assert.NotErrorIs(t, err, coord.ErrCommitUnknown, "the server said no: a definite abort")
 	committed, err = d.SettleOnePhase(ctx, "default", "p_b@default")

@@ -122,7 +122,7 @@ func TestRunSharedPrepareFails(t *testing.T) {
 	assert.NotErrorIs(t, run.Err, coord.ErrConfinementBreach)
 	assert.Zero(t, preparedGIDs(t, admin, gid))
 	assert.Empty(t, committedIDs(t, admin, schema))
-	_, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('z')"), schema+"_z@default", true, nil, nil)
+	_, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('z')"), schema+"_z@default", true, nil)
 	require.NoError(t, err, "the session is usable after the failure")
 	assert.Equal(t, []string{"z"}, committedIDs(t, admin, schema))
 }
@@ -146,7 +146,7 @@ END$$`)
 	require.NoError(t, err)
 	// Alone, the child before its parent fails at once (the constraint is immediate).
 	orphanFirst := stmts("INSERT INTO now_child VALUES ('c', 5)", "INSERT INTO parents VALUES (5)")
-	_, err = d.Run(ctx, "default", orphanFirst, schema+"_alone@default", true, nil, nil)
+	_, err = d.Run(ctx, "default", orphanFirst, schema+"_alone@default", true, nil)
 	require.Error(t, err)
 	assert.Equal(t, "23503", sqlstate(err))
 

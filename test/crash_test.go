@@ -237,28 +237,11 @@ func (n *node) postAll(prefix string, kinds []string) map[string]sent {
 // the API reports the same outcome.
 func TestFaultPoints(t *testing.T) {
 	t.Parallel()
-	type run struct {
-		point   coord.FaultPoint
-		overlap bool // COORDINATOR_OVERLAP_BEGIN (I14): the row logged beside phase 1
-	}
-	var runs []run
 	for _, point := range coord.FaultPoints {
-		runs = append(runs, run{point, false})
-		switch point {
-		case coord.FaultAfterSQLWork, coord.FaultAfterPrepare, coord.FaultAfterKafkaFlush, coord.FaultAfterLogPrepared:
-			runs = append(runs, run{point, true}) // the steps the overlap reorders
-		}
-	}
-	for _, r := range runs {
-		point := r.point
-		name := string(point)
-		if r.overlap {
-			name += "/overlap"
-		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(string(point), func(t *testing.T) {
 			t.Parallel()
 			e := newStore(t, envOpts{})
-			n := e.startNode(t, "a", "COORDINATOR_FAULT="+string(point), fmt.Sprintf("COORDINATOR_OVERLAP_BEGIN=%t", r.overlap))
+			n := e.startNode(t, "a", "COORDINATOR_FAULT="+string(point))
 			kinds := []string{"order", "order", "order", "derived", "sql-only", "kafka-only", "fail", "order", "derived", "decided", "decided"}
 			reqs := n.postAll("f", kinds)
 			n.waitExit(30 * time.Second) // the fault point killed it
