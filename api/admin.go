@@ -11,8 +11,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // adminRoutes mounts the operator API: the in-doubt view (GET /v1/transactions?state=in-doubt,
@@ -36,18 +36,18 @@ type adminRequest struct {
 // transactionView is a transaction with its event history (GET /v1/transactions/{id} and the
 // admin actions' answers).
 type transactionView struct {
-	*coord.Transaction
-	Events []coord.Event `json:"events"`
+	*txntype.Transaction
+	Events []txntype.Event `json:"events"`
 }
 
 // writeTransaction answers with the transaction and its event history.
-func (s *Server) writeTransaction(w http.ResponseWriter, r *http.Request, status int, t *coord.Transaction) error {
+func (s *Server) writeTransaction(w http.ResponseWriter, r *http.Request, status int, t *txntype.Transaction) error {
 	events, err := s.log.Events(r.Context(), t.GID)
 	if err != nil {
 		return err
 	}
 	if events == nil {
-		events = []coord.Event{}
+		events = []txntype.Event{}
 	}
 	writeJSON(w, status, transactionView{Transaction: t, Events: events})
 	return nil
@@ -60,7 +60,7 @@ func (s *Server) decodeAdmin(w http.ResponseWriter, r *http.Request, allowOutcom
 		return adminRequest{}, err
 	}
 	if !allowOutcome && in.Outcome != "" {
-		return adminRequest{}, &coord.InvalidError{Field: "outcome", Reason: "only resolve takes an outcome"}
+		return adminRequest{}, &txntype.InvalidError{Field: "outcome", Reason: "only resolve takes an outcome"}
 	}
 	if err := checkReason(in.Reason); err != nil {
 		return adminRequest{}, err
@@ -75,17 +75,17 @@ const maxReason = 2000
 // a reader could be misled by: the action and its record must not come apart (audit).
 func checkReason(reason string) error {
 	if !utf8.ValidString(reason) {
-		return &coord.InvalidError{Field: "reason", Reason: "must be valid UTF-8"}
+		return &txntype.InvalidError{Field: "reason", Reason: "must be valid UTF-8"}
 	}
 	if n := utf8.RuneCountInString(reason); n > maxReason {
-		return &coord.InvalidError{Field: "reason", Reason: fmt.Sprintf("%d characters, at most %d", n, maxReason)}
+		return &txntype.InvalidError{Field: "reason", Reason: fmt.Sprintf("%d characters, at most %d", n, maxReason)}
 	}
 	for i, r := range reason {
 		if r == '\n' || r == '\t' {
 			continue
 		}
 		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r) {
-			return &coord.InvalidError{Field: "reason", Reason: fmt.Sprintf("control character U+%04X at byte %d (only line breaks and tabs are allowed)", r, i)}
+			return &txntype.InvalidError{Field: "reason", Reason: fmt.Sprintf("control character U+%04X at byte %d (only line breaks and tabs are allowed)", r, i)}
 		}
 	}
 	return nil
@@ -93,7 +93,7 @@ func checkReason(reason string) error {
 
 // lookup finds the transaction of the request id in the path (its gid may carry another
 // instance's prefix).
-func (s *Server) lookup(r *http.Request) (*coord.Transaction, error) {
+func (s *Server) lookup(r *http.Request) (*txntype.Transaction, error) {
 	id, err := pathID(r)
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func (s *Server) lookup(r *http.Request) (*coord.Transaction, error) {
 
 // retryTransaction runs the recovery rules for one transaction now and returns it.
 func (s *Server) retryTransaction(w http.ResponseWriter, r *http.Request) error {
-	return s.adminAct(w, r, "retry", func(ctx context.Context, gid, _ string) (*coord.Transaction, error) {
+	return s.adminAct(w, r, "retry", func(ctx context.Context, gid, _ string) (*txntype.Transaction, error) {
 		return s.recovery.Resolve(ctx, gid)
 	})
 }
@@ -111,7 +111,7 @@ func (s *Server) retryTransaction(w http.ResponseWriter, r *http.Request) error 
 // abortTransaction aborts one transaction where that cannot break atomicity (recovery.Abort);
 // elsewhere it answers 409 saying why.
 func (s *Server) abortTransaction(w http.ResponseWriter, r *http.Request) error {
-	return s.adminAct(w, r, "abort", func(ctx context.Context, gid, reason string) (*coord.Transaction, error) {
+	return s.adminAct(w, r, "abort", func(ctx context.Context, gid, reason string) (*txntype.Transaction, error) {
 		return s.recovery.Abort(ctx, gid, who(r), reason)
 	})
 }
@@ -119,7 +119,7 @@ func (s *Server) abortTransaction(w http.ResponseWriter, r *http.Request) error 
 // adminAct is the shape of retry and abort: read the optional reason, find the transaction,
 // act on it, record the action.
 func (s *Server) adminAct(w http.ResponseWriter, r *http.Request, action string,
-	act func(ctx context.Context, gid, reason string) (*coord.Transaction, error)) error {
+	act func(ctx context.Context, gid, reason string) (*txntype.Transaction, error)) error {
 	req, err := s.decodeAdmin(w, r, false)
 	if err != nil {
 		return err
@@ -135,7 +135,7 @@ func (s *Server) adminAct(w http.ResponseWriter, r *http.Request, action string,
 	// the same statement as the change).
 	requested := txlog.AdminAction{Action: action, By: who(r), Reason: req.Reason, Result: "requested", Previous: before}
 	if err := s.log.AdminEvent(r.Context(), t.GID, requested); err != nil {
-		return fmt.Errorf("%w: the %s request could not be recorded, so nothing was done: %w", coord.ErrUnavailable, action, err)
+		return fmt.Errorf("%w: the %s request could not be recorded, so nothing was done: %w", txntype.ErrUnavailable, action, err)
 	}
 	t, err = act(r.Context(), t.GID, req.Reason)
 	return s.finishAdmin(w, r, txlog.AdminAction{Action: action, Reason: req.Reason, Previous: before}, t, err)
@@ -148,12 +148,12 @@ func (s *Server) resolveTransaction(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	outcome, ok := coord.ParseState(req.Outcome)
-	if !ok || (outcome != coord.StateCommitted && outcome != coord.StateAborted) {
-		return &coord.InvalidError{Field: "outcome", Reason: `required: "committed" or "aborted"`}
+	outcome, ok := txntype.ParseState(req.Outcome)
+	if !ok || (outcome != txntype.StateCommitted && outcome != txntype.StateAborted) {
+		return &txntype.InvalidError{Field: "outcome", Reason: `required: "committed" or "aborted"`}
 	}
 	if strings.TrimSpace(req.Reason) == "" {
-		return &coord.InvalidError{Field: "reason", Reason: "required: say why this outcome is right (it is recorded with your name)"}
+		return &txntype.InvalidError{Field: "reason", Reason: "required: say why this outcome is right (it is recorded with your name)"}
 	}
 	t, err := s.lookup(r)
 	if err != nil {
@@ -170,7 +170,7 @@ func (s *Server) resolveTransaction(w http.ResponseWriter, r *http.Request) erro
 
 // finishAdmin records the action in the event history (also a refusal or a failed attempt)
 // and answers with the transaction, or with the error.
-func (s *Server) finishAdmin(w http.ResponseWriter, r *http.Request, a txlog.AdminAction, t *coord.Transaction, err error) error {
+func (s *Server) finishAdmin(w http.ResponseWriter, r *http.Request, a txlog.AdminAction, t *txntype.Transaction, err error) error {
 	if t == nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func (s *Server) finishAdmin(w http.ResponseWriter, r *http.Request, a txlog.Adm
 	switch {
 	case err == nil:
 		a.Result = string(t.State)
-	case errors.Is(err, coord.ErrNotAllowed):
+	case errors.Is(err, txntype.ErrNotAllowed):
 		a.Result, a.Error = "refused", err.Error()
 	default:
 		a.Result, a.Error = "failed", err.Error()

@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/recovery"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // stateInDoubt is the pseudo-state of GET /v1/transactions?state=in-doubt: the reconciled view
@@ -31,14 +31,14 @@ func parseOlderThan(q url.Values) (time.Duration, error) {
 		return 0, nil
 	}
 	if !olderThanPattern.MatchString(v) {
-		return 0, &coord.InvalidError{Field: "older_than", Reason: fmt.Sprintf("%q is not whole seconds or a duration such as 30s, 5m or 1h", truncate(v, 40))}
+		return 0, &txntype.InvalidError{Field: "older_than", Reason: fmt.Sprintf("%q is not whole seconds or a duration such as 30s, 5m or 1h", truncate(v, 40))}
 	}
 	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 		return time.Duration(n) * time.Second, nil // plain seconds; at most 9 digits, no overflow
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
-		return 0, &coord.InvalidError{Field: "older_than", Reason: fmt.Sprintf("%q: %v", truncate(v, 40), err)}
+		return 0, &txntype.InvalidError{Field: "older_than", Reason: fmt.Sprintf("%q: %v", truncate(v, 40), err)}
 	}
 	return d, nil
 }

@@ -4,8 +4,8 @@ import (
 	"math"
 	"net/http"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/history"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // GET /v1/history: the in-memory history of this process's metrics for the console's overview
@@ -23,8 +23,8 @@ type historyBody struct {
 
 // abortClasses are the error classes the history has a series of (aborts_<class>_per_second);
 // any other class counts in aborts_other_per_second.
-var abortClasses = []coord.Class{coord.ClassAbortable, coord.ClassRetriable, coord.ClassFenced,
-	coord.ClassInvalidConfig, coord.ClassInternal}
+var abortClasses = []txntype.Class{txntype.ClassAbortable, txntype.ClassRetriable, txntype.ClassFenced,
+	txntype.ClassInvalidConfig, txntype.ClassInternal}
 
 // historySeries are the series of GET /v1/history and how each is read from a sample.
 var historySeries = []struct {
@@ -33,11 +33,11 @@ var historySeries = []struct {
 }{
 	{"commits_per_second", func(s history.Sample) float64 { return s.Commits }},
 	{"aborts_per_second", func(s history.Sample) float64 { return s.Aborts }},
-	{"aborts_abortable_per_second", byClass(coord.ClassAbortable)},
-	{"aborts_retriable_per_second", byClass(coord.ClassRetriable)},
-	{"aborts_fenced_per_second", byClass(coord.ClassFenced)},
-	{"aborts_invalid_configuration_per_second", byClass(coord.ClassInvalidConfig)},
-	{"aborts_internal_per_second", byClass(coord.ClassInternal)},
+	{"aborts_abortable_per_second", byClass(txntype.ClassAbortable)},
+	{"aborts_retriable_per_second", byClass(txntype.ClassRetriable)},
+	{"aborts_fenced_per_second", byClass(txntype.ClassFenced)},
+	{"aborts_invalid_configuration_per_second", byClass(txntype.ClassInvalidConfig)},
+	{"aborts_internal_per_second", byClass(txntype.ClassInternal)},
 	{"aborts_other_per_second", func(s history.Sample) float64 {
 		v := s.Aborts
 		for _, c := range abortClasses {
@@ -64,7 +64,7 @@ var historySeries = []struct {
 	{"db_connections_max", func(s history.Sample) float64 { return s.DBMax }},
 }
 
-func byClass(c coord.Class) func(history.Sample) float64 {
+func byClass(c txntype.Class) func(history.Sample) float64 {
 	return func(s history.Sample) float64 { return s.AbortsBy[string(c)] }
 }
 

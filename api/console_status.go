@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/recovery"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // GET /v1/status: a small read-only summary for the console's health strip (and for anyone
@@ -108,7 +108,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 		InDoubt: statusInDoubt{ByIssue: map[string]int{}}}
 	now, err := s.log.Now(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: the coordinator log: %w", coord.ErrUnavailable, err)
+		return fmt.Errorf("%w: the coordinator log: %w", txntype.ErrUnavailable, err)
 	}
 	body.Now = now
 	body.Instances, err = s.instances(ctx, body.Instance)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Sentinels of the HTTP layer.
@@ -38,7 +38,7 @@ func (r *refusal) Unwrap() error { return r.sentinel }
 func refuse(sentinel error, msg string) error { return &refusal{sentinel: sentinel, msg: msg} }
 
 // statusTable maps each sentinel to its HTTP status: the one place where errors become
-// statuses. Checked in order; the first match wins. An outcome (coord.OutcomeError) is mapped
+// statuses. Checked in order; the first match wins. An outcome (txntype.OutcomeError) is mapped
 // by its own sentinel only: its cause says why, never what the request may do next (a lookup
 // that found no row under an id still in flight is not "not found").
 var statusTable = []struct {
@@ -53,17 +53,17 @@ var statusTable = []struct {
 	{errForbidden, http.StatusForbidden, "forbidden"},
 	{errCrossOrigin, http.StatusForbidden, "cross_origin"},
 	{errMetricsDisabled, http.StatusNotFound, "not_found"},
-	{coord.ErrInvalidRequest, http.StatusBadRequest, "invalid_request"},
-	{coord.ErrIDConflict, http.StatusUnprocessableEntity, "id_conflict"},
-	{coord.ErrNotFound, http.StatusNotFound, "not_found"},
-	{coord.ErrAborted, http.StatusConflict, "aborted"},
-	{coord.ErrNotAllowed, http.StatusConflict, "not_allowed"},
-	{coord.ErrInDoubt, http.StatusAccepted, "in_doubt"},
-	{coord.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
+	{txntype.ErrInvalidRequest, http.StatusBadRequest, "invalid_request"},
+	{txntype.ErrIDConflict, http.StatusUnprocessableEntity, "id_conflict"},
+	{txntype.ErrNotFound, http.StatusNotFound, "not_found"},
+	{txntype.ErrAborted, http.StatusConflict, "aborted"},
+	{txntype.ErrNotAllowed, http.StatusConflict, "not_allowed"},
+	{txntype.ErrInDoubt, http.StatusAccepted, "in_doubt"},
+	{txntype.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 }
 
 func statusOf(err error) (int, string) {
-	var oe *coord.OutcomeError
+	var oe *txntype.OutcomeError
 	if errors.As(err, &oe) {
 		err = oe.Sentinel
 	}

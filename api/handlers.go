@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -26,6 +25,7 @@ import (
 	"github.com/kpgtx/coordinator/recovery"
 	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // OpenAPI is the API's specification (OpenAPI 3.1), served at /openapi.yaml.
@@ -127,14 +127,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// Nothing was left prepared: the same request may be sent again, after a pause.
 		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
-	var oe *coord.OutcomeError
+	var oe *txntype.OutcomeError
 	if errors.As(err, &oe) && oe.Txn != nil {
 		// 409/202/503 with the transaction: its error says which participant and why.
 		writeJSON(w, status, oe.Txn)
 		return
 	}
 	body := errorBody{Error: errorDetail{Class: class, Message: err.Error()}}
-	var ie *coord.InvalidError
+	var ie *txntype.InvalidError
 	if errors.As(err, &ie) {
 		body.Error.Field, body.Error.Message = ie.Field, ie.Reason
 	}
@@ -154,18 +154,6 @@ type errorDetail struct {
 	Message string `json:"message"`
 }
 
-// transactionRequest is the body of POST /v1/transactions.
-type transactionRequest struct {
-	ID        string            `json:"id"`
-	SQL       []coord.Statement `json:"sql"`
-	Kafka     []coord.Record    `json:"kafka"`
-	TimeoutMS *int64            `json:"timeout_ms"`
-	// KafkaOffsets: a consumer group's offsets, committed with the rest (coord.OffsetCommit).
-	KafkaOffsets *coord.OffsetCommit `json:"kafka_offsets"`
-	// Answer: "committed" (the default) or "decided" (coord.AnswerDecided, D1).
-	Answer *string `json:"answer"`
-}
-
 func (s *Server) createTransaction(w http.ResponseWriter, r *http.Request) error {
 	req, err := s.decode(w, r)
 	if err != nil {
@@ -180,38 +168,18 @@ func (s *Server) createTransaction(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
-// MinTimeoutMS is the smallest timeout_ms accepted: a smaller budget cannot even cover
-// writing the log row, and would only ever answer that it ran out.
-const MinTimeoutMS = int64(coord.MinTimeout / time.Millisecond)
+// MinTimeoutMS is the smallest timeout_ms accepted (txntype.MinTimeoutMS).
+const MinTimeoutMS = txntype.MinTimeoutMS
 
 // decode reads the body strictly (strict.go): unknown or mis-cased fields, duplicate keys,
 // wrong types, numbers out of range, NUL characters, trailing data and oversized bodies are
 // refused with the field named, before anything runs.
-func (s *Server) decode(w http.ResponseWriter, r *http.Request) (coord.Request, error) {
-	var in transactionRequest
+func (s *Server) decode(w http.ResponseWriter, r *http.Request) (txntype.Request, error) {
+	var in txntype.RequestBody
 	if _, err := s.readJSON(w, r, &in, false); err != nil {
-		return coord.Request{}, err
+		return txntype.Request{}, err
 	}
-	req := coord.Request{ID: in.ID, SQL: in.SQL, Kafka: in.Kafka, KafkaOffsets: in.KafkaOffsets}
-	if in.Answer != nil {
-		mode, ok := coord.ParseAnswerMode(*in.Answer)
-		if !ok {
-			return coord.Request{}, &coord.InvalidError{Field: "answer", Reason: fmt.Sprintf(
-				"must be \"committed\" (answered once every participant committed) or \"decided\" (answered once the decision is durable), not %q", *in.Answer)}
-		}
-		req.Answer = mode
-	}
-	if in.TimeoutMS != nil {
-		if *in.TimeoutMS < MinTimeoutMS {
-			return coord.Request{}, &coord.InvalidError{Field: "timeout_ms", Reason: fmt.Sprintf(
-				"must be at least %d milliseconds (a smaller budget cannot cover writing the log)", MinTimeoutMS)}
-		}
-		if *in.TimeoutMS > math.MaxInt64/int64(time.Millisecond) {
-			return coord.Request{}, &coord.InvalidError{Field: "timeout_ms", Reason: "too large"}
-		}
-		req.Timeout = time.Duration(*in.TimeoutMS) * time.Millisecond
-	}
-	return req, nil
+	return in.Request()
 }
 
 func decodeError(err error, limit int64) error {
@@ -227,23 +195,23 @@ func decodeError(err error, limit int64) error {
 		if field == "" {
 			field = "body"
 		}
-		return &coord.InvalidError{Field: field, Reason: fmt.Sprintf("must be %s, not %s", typeName(typeErr), typeErr.Value)}
+		return &txntype.InvalidError{Field: field, Reason: fmt.Sprintf("must be %s, not %s", typeName(typeErr), typeErr.Value)}
 	case errors.As(err, &syntaxErr):
-		return &coord.InvalidError{Field: "body", Reason: fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, err)}
+		return &txntype.InvalidError{Field: "body", Reason: fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, err)}
 	case errors.Is(err, io.EOF):
-		return &coord.InvalidError{Field: "body", Reason: "empty body: expected a JSON object"}
+		return &txntype.InvalidError{Field: "body", Reason: "empty body: expected a JSON object"}
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &coord.InvalidError{Field: "body", Reason: "malformed JSON: unexpected end"}
+		return &txntype.InvalidError{Field: "body", Reason: "malformed JSON: unexpected end"}
 	case errors.As(err, &tokenErr): // from the strict walk (checkJSON)
 		reason := "syntax error"
 		if tokenErr.Err != nil {
 			reason = tokenErr.Err.Error()
 		}
-		return &coord.InvalidError{Field: "body", Reason: fmt.Sprintf("malformed JSON at byte %d: %s", tokenErr.ByteOffset, reason)}
+		return &txntype.InvalidError{Field: "body", Reason: fmt.Sprintf("malformed JSON at byte %d: %s", tokenErr.ByteOffset, reason)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return &coord.InvalidError{Field: strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), Reason: "unknown field"}
+		return &txntype.InvalidError{Field: strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), Reason: "unknown field"}
 	}
-	return &coord.InvalidError{Field: "body", Reason: err.Error()}
+	return &txntype.InvalidError{Field: "body", Reason: err.Error()}
 }
 
 func typeName(e *json.UnmarshalTypeError) string {
@@ -266,14 +234,14 @@ func pathID(r *http.Request) (string, error) {
 	if r.URL.RawPath != "" {
 		dec, err := url.PathUnescape(id)
 		if err != nil {
-			return "", &coord.InvalidError{Field: "id", Reason: "malformed percent-encoding"}
+			return "", &txntype.InvalidError{Field: "id", Reason: "malformed percent-encoding"}
 		}
 		id = dec
 	}
-	if !coord.ValidID(id) {
+	if !txntype.ValidID(id) {
 		// No transaction can have such an id: refused before any lookup (a NUL or a control
 		// character would otherwise reach PostgreSQL).
-		return "", &coord.InvalidError{Field: "id", Reason: "not a transaction id: 1-128 characters of [A-Za-z0-9._:-]"}
+		return "", &txntype.InvalidError{Field: "id", Reason: "not a transaction id: 1-128 characters of [A-Za-z0-9._:-]"}
 	}
 	return id, nil
 }
@@ -291,8 +259,8 @@ func (s *Server) getTransaction(w http.ResponseWriter, r *http.Request) error {
 }
 
 type listResponse struct {
-	Transactions []*coord.Transaction `json:"transactions"`
-	Next         string               `json:"next,omitempty"`
+	Transactions []*txntype.Transaction `json:"transactions"`
+	Next         string                 `json:"next,omitempty"`
 }
 
 // listParams are the query parameters of GET /v1/transactions.
@@ -306,11 +274,11 @@ func checkQuery(q url.Values, names ...string) error {
 		switch {
 		case !ok:
 		case len(vs) > 1:
-			return &coord.InvalidError{Field: name, Reason: "given more than once"}
+			return &txntype.InvalidError{Field: name, Reason: "given more than once"}
 		case vs[0] == "":
-			return &coord.InvalidError{Field: name, Reason: "empty: leave it out instead"}
+			return &txntype.InvalidError{Field: name, Reason: "empty: leave it out instead"}
 		case strings.ContainsFunc(vs[0], unicode.IsControl):
-			return &coord.InvalidError{Field: name, Reason: "contains a control character"}
+			return &txntype.InvalidError{Field: name, Reason: "contains a control character"}
 		}
 	}
 	return nil
@@ -321,11 +289,11 @@ func (s *Server) listTransactions(w http.ResponseWriter, r *http.Request) error 
 	if err := checkQuery(q, listParams...); err != nil {
 		return err
 	}
-	var state coord.State
+	var state txntype.State
 	if v := q.Get("state"); v != "" && v != stateInDoubt {
-		st, ok := coord.ParseState(v)
+		st, ok := txntype.ParseState(v)
 		if !ok {
-			return &coord.InvalidError{Field: "state", Reason: fmt.Sprintf("unknown state %q", v)}
+			return &txntype.InvalidError{Field: "state", Reason: fmt.Sprintf("unknown state %q", v)}
 		}
 		state = st
 	}
@@ -333,7 +301,7 @@ func (s *Server) listTransactions(w http.ResponseWriter, r *http.Request) error 
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			return &coord.InvalidError{Field: "limit", Reason: "must be an integer from 1 to 1000"}
+			return &txntype.InvalidError{Field: "limit", Reason: "must be an integer from 1 to 1000"}
 		}
 		limit = n
 	}
@@ -349,7 +317,7 @@ func (s *Server) listTransactions(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	if page.Transactions == nil {
-		page.Transactions = []*coord.Transaction{}
+		page.Transactions = []*txntype.Transaction{}
 	}
 	writeJSON(w, http.StatusOK, listResponse{Transactions: page.Transactions, Next: page.Next})
 	return nil

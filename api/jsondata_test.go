@@ -10,9 +10,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/require"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // jsonRecordValue sends data as a json-typed value (and key) through the API's decode path
@@ -28,7 +27,7 @@ func jsonRecordValue(t *testing.T, data string) (key, value []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := req.Validate(coord.Limits{}, func(string) bool { return true }); err != nil {
+	if err := req.Validate(txntype.Limits{}, func(string) bool { return true }); err != nil {
 		return nil, nil, err
 	}
 	k, ok := req.Kafka[0].Key.Resolved()
@@ -91,7 +90,7 @@ func TestJSONDataExamples(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, _, err := jsonRecordValue(t, tc.data)
-			var inv *coord.InvalidError
+			var inv *txntype.InvalidError
 			require.ErrorAs(t, err, &inv)
 			require.Equal(t, tc.field, inv.Field)
 			require.Contains(t, inv.Reason, tc.reason)

@@ -15,8 +15,7 @@ import (
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Strict request decoding. encoding/json alone is lenient where a request must not be: it
@@ -71,9 +70,9 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any, optiona
 	case len(body) == 0 && optional:
 		return true, nil
 	case blank && optional:
-		return false, &coord.InvalidError{Field: "body", Reason: "a body of white space only: send no body, or a JSON object"}
+		return false, &txntype.InvalidError{Field: "body", Reason: "a body of white space only: send no body, or a JSON object"}
 	case blank:
-		return false, &coord.InvalidError{Field: "body", Reason: "empty body: expected a JSON object"}
+		return false, &txntype.InvalidError{Field: "body", Reason: "empty body: expected a JSON object"}
 	}
 	if ct == "" {
 		return false, fmt.Errorf("%w: the body must be sent with Content-Type: application/json", errUnsupportedMediaType)
@@ -122,7 +121,7 @@ func checkJSON(body []byte, t reflect.Type) error {
 		return err
 	}
 	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
-		return &coord.InvalidError{Field: "body", Reason: "unexpected data after the JSON object"}
+		return &txntype.InvalidError{Field: "body", Reason: "unexpected data after the JSON object"}
 	}
 	return nil
 }
@@ -133,7 +132,7 @@ func invalidAt(path, reason string) error {
 	if path == "" {
 		path = "body"
 	}
-	return &coord.InvalidError{Field: path, Reason: reason}
+	return &txntype.InvalidError{Field: path, Reason: reason}
 }
 
 func (w walker) token() (jsontext.Token, error) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // benchBody is the body scripts/bench.sh sends: one insert and one 100-byte record.
@@ -18,7 +18,7 @@ const benchBody = `{"id":"bench-1","sql":[{"statement":"INSERT INTO orders (id, 
 // BenchmarkCheckJSON is the strict walk of a request body (checkJSON), which runs before every
 // request is decoded.
 func BenchmarkCheckJSON(b *testing.B) {
-	t := reflect.TypeFor[transactionRequest]()
+	t := reflect.TypeFor[txntype.RequestBody]()
 	body := []byte(benchBody)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -41,7 +41,7 @@ func BenchmarkDecodeRecord(b *testing.B) {
 		{"binary", `{"type":"binary","data":"` + base64.StdEncoding.EncodeToString(bin) + `"}`},
 		{"json", `{"type":"json","data":{"order":"o-1","total":10,"note":"` + strings.Repeat("n", 64) + `"}}`},
 	}
-	t := reflect.TypeFor[transactionRequest]()
+	t := reflect.TypeFor[txntype.RequestBody]()
 	for _, bb := range bodies {
 		body := []byte(`{"id":"bench-1","sql":[{"statement":"INSERT INTO orders (id, total) VALUES ($1, $2)","args":["bench-1",1]}],` +
 			`"kafka":[{"topic":"orders","key":"bench-1","value":` + bb.value + `}]}`)
@@ -51,14 +51,14 @@ func BenchmarkDecodeRecord(b *testing.B) {
 				if err := checkJSON(body, t); err != nil {
 					b.Fatal(err)
 				}
-				var in transactionRequest
+				var in txntype.RequestBody
 				dec := json.NewDecoder(bytes.NewReader(body))
 				dec.UseNumber()
 				if err := dec.Decode(&in); err != nil {
 					b.Fatal(err)
 				}
-				req := coord.Request{ID: in.ID, SQL: in.SQL, Kafka: in.Kafka}
-				if err := req.Validate(coord.Limits{}, func(string) bool { return true }); err != nil {
+				req := txntype.Request{ID: in.ID, SQL: in.SQL, Kafka: in.Kafka}
+				if err := req.Validate(txntype.Limits{}, func(string) bool { return true }); err != nil {
 					b.Fatal(err)
 				}
 				_ = req.Digest()

@@ -6,32 +6,24 @@ import (
 	"reflect"
 
 	"github.com/go-json-experiment/json/jsontext"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
-// The strict walk of a Kafka record's parts (coord/record.go). Kafka carries bytes, so a NUL
+// The strict walk of a Kafka record's parts (txntype/record.go). Kafka carries bytes, so a NUL
 // character is refused nowhere in what a record carries: a plain-string key or value, a typed
 // payload's data, a header's value (the log never stores any of it). The shapes are checked
 // here, naming the field; what the values mean (base64, a type's data, a reference, a
 // timestamp's text) is checked by coord's Request.Validate.
 
 var (
-	payloadType    = reflect.TypeFor[coord.Payload]()
+	payloadType    = reflect.TypeFor[txntype.Payload]()
 	rawMessageType = reflect.TypeFor[json.RawMessage]()
-	headersType    = reflect.TypeFor[coord.Headers]()
-	timestampType  = reflect.TypeFor[coord.Timestamp]()
+	headersType    = reflect.TypeFor[txntype.Headers]()
+	timestampType  = reflect.TypeFor[txntype.Timestamp]()
 )
 
-// headerEntry is the list form of one header, for the walk.
-type headerEntry struct {
-	Name     string  `json:"name"`
-	Value    *string `json:"value"`
-	ValueB64 string  `json:"value_b64"`
-	From     string  `json:"from"`
-}
-
-var headerEntryType = reflect.TypeFor[headerEntry]()
+// headerEntryType is the list form of one header (txntype.HeaderEntry).
+var headerEntryType = reflect.TypeFor[txntype.HeaderEntry]()
 
 // recordPart walks the value tok starts when t is one of a record's parts; done is false for
 // any other type (and a payload object, walked as the struct it is).
@@ -96,6 +88,9 @@ func (w walker) headerEntry(path string, depth int) error {
 		ft, ok := fieldByName(headerEntryType, key)
 		if !ok {
 			return nil, "", invalidAt(join(path, key), "unknown field; a header entry has name, value, value_b64 or from")
+		}
+		if key != "value" && ft.Kind() == reflect.Pointer {
+			ft = ft.Elem() // only a value may be null
 		}
 		return ft, join(path, key), nil
 	}, func(ft reflect.Type, fpath string, depth int) error {

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // checkJSON's answers at the level of the tokenizer: malformed and truncated bodies, trailing
@@ -19,7 +18,7 @@ import (
 // space). test.TestStrictDecoding covers the field rules through the API.
 func TestCheckJSON(t *testing.T) {
 	t.Parallel()
-	typ := reflect.TypeFor[transactionRequest]()
+	typ := reflect.TypeFor[txntype.RequestBody]()
 	cases := []struct {
 		name   string
 		body   string
@@ -68,13 +67,13 @@ func TestCheckJSON(t *testing.T) {
 			err := checkJSON([]byte(tc.body), typ)
 			if tc.field == "" {
 				require.NoError(t, err)
-				var v transactionRequest
+				var v txntype.RequestBody
 				dec := json.NewDecoder(bytes.NewReader([]byte(tc.body)))
 				dec.UseNumber()
 				require.NoError(t, dec.Decode(&v), "what the walk accepts, encoding/json decodes")
 				return
 			}
-			var inv *coord.InvalidError
+			var inv *txntype.InvalidError
 			require.True(t, errors.As(err, &inv), "%v", err)
 			assert.Equal(t, tc.field, inv.Field)
 			assert.Contains(t, inv.Reason, tc.reason)
@@ -89,7 +88,7 @@ func FuzzCheckJSON(f *testing.F) {
 		`{"kafka":[{"topic":"t","headers":{"a":"b"},"partition":3}]}`, `{"id":"a"} `, `{"timeout_ms":5000}`} {
 		f.Add([]byte(s))
 	}
-	typ := reflect.TypeFor[transactionRequest]()
+	typ := reflect.TypeFor[txntype.RequestBody]()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if checkJSON(body, typ) != nil {
 			return
@@ -97,7 +96,7 @@ func FuzzCheckJSON(f *testing.F) {
 		if !json.Valid(body) {
 			t.Fatalf("the walk accepted what is not JSON: %q", body)
 		}
-		var v transactionRequest
+		var v txntype.RequestBody
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.UseNumber()
 		dec.DisallowUnknownFields()

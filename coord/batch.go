@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Shared Kafka transactions (docs/batching.md). Requests whose SQL side is prepared while others
@@ -93,7 +95,7 @@ type batchOutcome struct {
 	// answer: the batch's phase 2 committed this member, which is answered with it; the leader
 	// writes its final row (finals.go). Or, decided: the member is answered at the batch's
 	// decision (D1, decided.go) and the leader runs its phase 2 and final write.
-	answer  *Transaction
+	answer  *txntype.Transaction
 	decided bool
 }
 
@@ -152,7 +154,7 @@ func (c *Coordinator) shares(w *work) bool {
 
 // runShared runs a request through a shared Kafka transaction: its SQL side first and alone,
 // then the batch, then its own phase 2.
-func (c *Coordinator) runShared(ctx context.Context, w *work) (*Transaction, error) {
+func (c *Coordinator) runShared(ctx context.Context, w *work) (*txntype.Transaction, error) {
 	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)
 	err := c.kafka.CheckRecords(pctx, w.req.Kafka)
 	shareSQL := err == nil && c.sharesSQL(w)
@@ -179,7 +181,7 @@ func (c *Coordinator) runShared(ctx context.Context, w *work) (*Transaction, err
 }
 
 // afterBatch takes a member on from what its batch told it.
-func (c *Coordinator) afterBatch(ctx context.Context, w *work, o batchOutcome) (*Transaction, error) {
+func (c *Coordinator) afterBatch(ctx context.Context, w *work, o batchOutcome) (*txntype.Transaction, error) {
 	switch {
 	case o.rerun:
 		return c.runUnshared(ctx, w)
@@ -204,11 +206,11 @@ func (c *Coordinator) afterBatch(ctx context.Context, w *work, o batchOutcome) (
 	fctx, cancel := context.WithTimeout(w.traced(context.Background()), c.cfg.FinishTimeout)
 	defer cancel()
 	switch {
-	case errors.Is(o.prepErr, ErrMovedOn):
+	case errors.Is(o.prepErr, txntype.ErrMovedOn):
 		// Refused: nothing of the batch is logged prepared and its Kafka transaction was
 		// aborted; the stored state answers (a resolver's claim, or a lost epoch).
 		return c.yield(fctx, w, fmt.Errorf("log prepared (shared): %w", o.prepErr), false)
-	case errors.Is(o.prepErr, ErrLogRefused):
+	case errors.Is(o.prepErr, txntype.ErrLogRefused):
 		// Refused by the log's server: nothing of the batch is logged prepared and its Kafka
 		// transaction was aborted; the member is aborted with its own SQL.
 		return c.abort(w, logRefused("prepared (shared)", o.prepErr))
@@ -282,7 +284,7 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 			}
 		}
 	}
-	if slices.ContainsFunc(riders, func(m *member) bool { return m.w.req.Answer == AnswerDecided }) {
+	if slices.ContainsFunc(riders, func(m *member) bool { return m.w.req.Answer == txntype.AnswerDecided }) {
 		// D1: the leader runs on its own request's goroutine, and its answer too may be due at
 		// the decision: the batch's phase 2 must not hold it.
 		go finish()
@@ -323,29 +325,29 @@ func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []
 		return
 	}
 	shared := newSharedTxn(ktx, len(members))
-	ts := make([]*Transaction, len(members))
+	ts := make([]*txntype.Transaction, len(members))
 	off := 0
 	for i, m := range members {
 		n := len(m.w.req.Kafka)
-		m.w.t.Kafka = &KafkaState{KafkaIDs: ks.KafkaIDs, PreparedState: ks.KafkaIDs.PreparedState(), Records: ks.Records[off : off+n : off+n]}
+		m.w.t.Kafka = &txntype.KafkaState{KafkaIDs: ks.KafkaIDs, PreparedState: ks.KafkaIDs.PreparedState(), Records: ks.Records[off : off+n : off+n]}
 		off += n
 		if g := inGroup(groups, m); g != nil {
-			m.w.t.SQLGIDs = []SQLGID{{Database: g.Database, GID: g.GID}}
+			m.w.t.SQLGIDs = []txntype.SQLGID{{Database: g.Database, GID: g.GID}}
 		}
 		m.w.mu.Lock()
 		m.w.ktx = shared.member()
 		m.w.mu.Unlock()
 		ts[i] = m.w.t
 	}
-	c.fault(FaultAfterKafkaFlush)
-	c.sharedFault(members, FaultSharedAfterKafkaFlush)
+	c.fault(txntype.FaultAfterKafkaFlush)
+	c.sharedFault(members, txntype.FaultSharedAfterKafkaFlush)
 
 	// B2: every member prepared, in one all-or-nothing fenced write, before EndTxn.
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FinishTimeout)
 	defer fcancel()
 	lctx, st := c.step(fctx, PhaseLogPrepared, SpanLogPrepared)
 	kafkaAttrs(st.span, ks.KafkaIDs)
-	var sqls []SharedGID
+	var sqls []txntype.SharedGID
 	for _, g := range groups {
 		if len(g.members) > 0 {
 			sqls = append(sqls, g.SharedGID)
@@ -359,7 +361,7 @@ func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []
 	st.end(err)
 	release()
 	if err != nil {
-		if errors.Is(err, ErrMovedOn) || errors.Is(err, ErrLogRefused) {
+		if errors.Is(err, txntype.ErrMovedOn) || errors.Is(err, txntype.ErrLogRefused) {
 			// Refused as a whole (a row moved on, or the log's server rolled the write back):
 			// no member is prepared, so nothing can commit this Kafka transaction and aborting
 			// it is allowed (I3), and no log row names a shared transaction: it is rolled back
@@ -376,15 +378,15 @@ func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []
 		}
 		return
 	}
-	c.fault(FaultAfterLogPrepared)
-	c.sharedFault(members, FaultSharedAfterLogPrepared)
+	c.fault(txntype.FaultAfterLogPrepared)
+	c.sharedFault(members, txntype.FaultSharedAfterLogPrepared)
 	_, st = c.step(fctx, PhaseEndTxn, SpanEndTxn)
 	kafkaAttrs(st.span, ks.KafkaIDs)
 	commit, cause, err := c.decide(ctx, fctx, ktx, ks.KafkaIDs, members[0].w.t.GID)
 	st.end(err)
 	if err == nil {
-		c.fault(FaultAfterEndTxn)
-		c.sharedFault(members, FaultSharedAfterEndTxn)
+		c.fault(txntype.FaultAfterEndTxn)
+		c.sharedFault(members, txntype.FaultSharedAfterEndTxn)
 	}
 	if err == nil && !commit {
 		// Kafka aborted the batch: its shared SQL transactions are rolled back once here, so
@@ -412,7 +414,7 @@ func (c *Coordinator) finishShared(members []*member) {
 	// this one, or its own (behindAnswer) when the shared one leaves it out.
 	early := map[*member]*pendingFinal{}
 	for _, m := range members {
-		if m.w.req.Answer == AnswerDecided {
+		if m.w.req.Answer == txntype.AnswerDecided {
 			var p *pendingFinal
 			m.out.answer, p = c.answerDecided(m.w)
 			m.out.decided = true
@@ -421,16 +423,16 @@ func (c *Coordinator) finishShared(members []*member) {
 		}
 	}
 	if len(early) > 0 {
-		c.fault(FaultDecidedBeforePhase2)
+		c.fault(txntype.FaultDecidedBeforePhase2)
 	}
 	pctx, st := c.step(ctx, PhasePhase2, SpanPhase2)
-	ts := make([]*Transaction, len(members))
+	ts := make([]*txntype.Transaction, len(members))
 	for i, m := range members {
 		ts[i] = m.w.t
 	}
 	ok := CommitAll(pctx, c.sql, ts)
 	st.end(nil)
-	ts = make([]*Transaction, 0, len(members))
+	ts = make([]*txntype.Transaction, 0, len(members))
 	var done []*member
 	for i, m := range members {
 		switch {
@@ -444,8 +446,8 @@ func (c *Coordinator) finishShared(members []*member) {
 	if len(ts) == 0 {
 		return
 	}
-	c.fault(FaultAfterCommitPrepared)
-	c.fault(FaultBeforeFinalLog)
+	c.fault(txntype.FaultAfterCommitPrepared)
+	c.fault(txntype.FaultBeforeFinalLog)
 	// Committed on both sides: each such member is answered now, and the write logging them
 	// committed follows (finals.go); a member left out finishes on its own path.
 	at := finalStamp(ts...)
@@ -474,7 +476,7 @@ func (c *Coordinator) finishShared(members []*member) {
 // their pending finals; a member the write left out writes its own row (writeCommitted).
 func (c *Coordinator) writeCommittedBatch(ctx, lctx context.Context, st step, done []*member,
 	pending []*pendingFinal, at time.Time) {
-	ts := make([]*Transaction, len(done))
+	ts := make([]*txntype.Transaction, len(done))
 	for j, m := range done {
 		ts[j] = m.w.t
 	}
@@ -499,7 +501,7 @@ func (c *Coordinator) writeCommittedBatch(ctx, lctx context.Context, st step, do
 }
 
 // sharedFault passes a shared-only fault point when the batch carries more than one request.
-func (c *Coordinator) sharedFault(members []*member, p FaultPoint) {
+func (c *Coordinator) sharedFault(members []*member, p txntype.FaultPoint) {
 	if len(members) > 1 {
 		c.fault(p)
 	}
@@ -507,8 +509,8 @@ func (c *Coordinator) sharedFault(members []*member, p FaultPoint) {
 
 // produced is a batch's Kafka transaction with its records flushed, or why not.
 type produced struct {
-	ktx KafkaTxn // set whenever an id was leased
-	ks  KafkaState
+	ktx txntype.KafkaTxn // set whenever an id was leased
+	ks  txntype.KafkaState
 	err error
 }
 
@@ -547,12 +549,12 @@ func (c *Coordinator) phase1Batch(ctx context.Context, members []*member) ([]*me
 
 // produceBatch leases an id, produces every member's records in one transaction and flushes.
 // ktx is returned whenever it was leased.
-func (c *Coordinator) produceBatch(ctx context.Context, members []*member) (KafkaTxn, KafkaState, error) {
+func (c *Coordinator) produceBatch(ctx context.Context, members []*member) (txntype.KafkaTxn, txntype.KafkaState, error) {
 	start := time.Now()
 	ktx, err := c.kafka.Acquire(ctx)
 	c.observeSince(PhasePoolAcquire, start)
 	if err != nil {
-		return nil, KafkaState{}, err
+		return nil, txntype.KafkaState{}, err
 	}
 	total := 0
 	for i, m := range members {
@@ -564,22 +566,22 @@ func (c *Coordinator) produceBatch(ctx context.Context, members []*member) (Kafk
 			err = ktx.Add(rctx, m.w.req.Kafka)
 		}
 		if err != nil {
-			return ktx, KafkaState{}, err
+			return ktx, txntype.KafkaState{}, err
 		}
 		total += len(m.w.req.Kafka)
 	}
 	ks, err := ktx.Prepare(ctx)
 	if err != nil {
-		return ktx, KafkaState{}, err
+		return ktx, txntype.KafkaState{}, err
 	}
 	if len(ks.Records) != total {
-		return ktx, KafkaState{}, fmt.Errorf("kafka: %d records produced, %d offsets returned", total, len(ks.Records))
+		return ktx, txntype.KafkaState{}, fmt.Errorf("kafka: %d records produced, %d offsets returned", total, len(ks.Records))
 	}
 	return ktx, ks, nil
 }
 
 // abortShared aborts a batch's Kafka transaction that no member was logged prepared with.
-func (c *Coordinator) abortShared(ctx context.Context, ktx KafkaTxn) {
+func (c *Coordinator) abortShared(ctx context.Context, ktx txntype.KafkaTxn) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kafkaAbortTimeout)
 	defer cancel()
 	if err := ktx.Abort(actx); err != nil {

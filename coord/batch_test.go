@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Shared Kafka transactions against the fake world: three requests gather into one batch, a
@@ -63,11 +64,11 @@ func runBatch(t *testing.T, faults func(*world) func(int, string) mode, failSQL 
 // runs after they joined, so the ones whose SQL fails join as well).
 func runBatchWith(t *testing.T, shareSQL bool, faults func(*world) func(int, string) mode, failSQL ...string) *batchRun {
 	t.Helper()
-	return runBatchAnswer(t, shareSQL, coord.AnswerCommitted, faults, failSQL...)
+	return runBatchAnswer(t, shareSQL, txntype.AnswerCommitted, faults, failSQL...)
 }
 
 // runBatchAnswer is runBatchWith with every request asking to be answered as answer says.
-func runBatchAnswer(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults func(*world) func(int, string) mode, failSQL ...string) *batchRun {
+func runBatchAnswer(t *testing.T, shareSQL bool, answer txntype.AnswerMode, faults func(*world) func(int, string) mode, failSQL ...string) *batchRun {
 	t.Helper()
 	r := runBatchOnly(t, shareSQL, answer, faults, failSQL...)
 	r.recover(nil)
@@ -75,7 +76,7 @@ func runBatchAnswer(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults
 }
 
 // runBatchOnly is runBatchAnswer without the recovery after the requests.
-func runBatchOnly(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults func(*world) func(int, string) mode, failSQL ...string) *batchRun {
+func runBatchOnly(t *testing.T, shareSQL bool, answer txntype.AnswerMode, faults func(*world) func(int, string) mode, failSQL ...string) *batchRun {
 	t.Helper()
 	r, _, wait := startBatch(t, shareSQL, answer, faults, failSQL...)
 	wait()
@@ -85,17 +86,17 @@ func runBatchOnly(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults f
 
 // startBatch starts runBatchOnly's requests and lets their batch run: answered gets each
 // request's id as its Execute returns, and wait waits for all of them.
-func startBatch(t *testing.T, shareSQL bool, answer coord.AnswerMode, faults func(*world) func(int, string) mode,
+func startBatch(t *testing.T, shareSQL bool, answer txntype.AnswerMode, faults func(*world) func(int, string) mode,
 	failSQL ...string) (r *batchRun, answered <-chan string, wait func()) {
 	t.Helper()
 	w := newWorld()
 	w.pauseAt = -1 // a resolver run inside a call runs to its end
 	for _, id := range failSQL {
-		w.failSQL["p_"+id+"@"+coord.DefaultDatabase] = true
+		w.failSQL["p_"+id+"@"+txntype.DefaultDatabase] = true
 	}
 	log, sql, kafka := fakeLog{w}, fakeSQL{w}, fakeKafka{w}
 	c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", DefaultTimeout: 500 * time.Millisecond,
-		FinishTimeout: time.Second, Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}},
+		FinishTimeout: time.Second, Ownership: ownership{txntype.Fence{Instance: "a", Epoch: 1}},
 		Logger: slog.New(slog.DiscardHandler), Batch: coord.BatchConfig{MaxMembers: 8, Concurrency: 1, ShareSQL: shareSQL}}, log, kafka, sql)
 	c.ShareAlways()
 	if faults != nil {
@@ -135,18 +136,18 @@ func (r *batchRun) recover(faults func(*world) func(int, string) mode) {
 	ctx := context.Background()
 	log := fakeLog{r.w}
 	rules := coord.Rules{Log: log, SQL: fakeSQL{r.w}, Kafka: fakeKafka{r.w}}
-	by := coord.Fence{Instance: "r", Epoch: 1}
+	by := txntype.Fence{Instance: "r", Epoch: 1}
 	r.w.at = nil
 	if faults != nil {
 		r.w.at = faults(r.w)
 	}
 	for range 5 {
-		var page []*coord.Transaction
+		var page []*txntype.Transaction
 		for i := range members {
 			row, err := log.Get(ctx, fmt.Sprintf("r%d", i))
 			switch {
 			case err != nil || row.State.Final():
-			case row.State == coord.StatePrepared:
+			case row.State == txntype.StatePrepared:
 				page = append(page, row)
 			default:
 				_, _ = rules.Resolve(ctx, row, by, nil)
@@ -157,13 +158,13 @@ func (r *batchRun) recover(faults func(*world) func(int, string) mode) {
 	}
 }
 
-func batchRequest(id string) coord.Request {
-	return coord.Request{ID: id, SQL: []coord.Statement{stmt("INSERT INTO t VALUES ($1)", id)},
-		Kafka: []coord.Record{{Topic: "t", Value: coord.Text(id)}}}
+func batchRequest(id string) txntype.Request {
+	return txntype.Request{ID: id, SQL: []txntype.Statement{stmt("INSERT INTO t VALUES ($1)", id)},
+		Kafka: []txntype.Record{{Topic: "t", Value: txntype.Text(id)}}}
 }
 
 // check asserts atomicity and truthful answers for every request, and returns the states.
-func (r *batchRun) check(t *testing.T) map[string]coord.State {
+func (r *batchRun) check(t *testing.T) map[string]txntype.State {
 	t.Helper()
 	rows, sqlState, _, kafka := r.w.snapshot()
 	r.w.mu.Lock()
@@ -172,7 +173,7 @@ func (r *batchRun) check(t *testing.T) map[string]coord.State {
 	r.w.mu.Lock()
 	assert.Empty(t, r.w.rowless, "S7: a participant got work before the request's row existed; calls %v", r.w.ops)
 	r.w.mu.Unlock()
-	states := map[string]coord.State{}
+	states := map[string]txntype.State{}
 	for i := range members {
 		id := fmt.Sprintf("r%d", i)
 		row := rows["p_"+id]
@@ -194,8 +195,8 @@ func (r *batchRun) check(t *testing.T) map[string]coord.State {
 		}
 		require.True(t, row.State.Final(), "%s: recovery left %s; calls %v", id, row.State, r.w.ops)
 		states[id] = row.State
-		committed := row.State == coord.StateCommitted
-		sqlGID := "p_" + id + "@" + coord.DefaultDatabase
+		committed := row.State == txntype.StateCommitted
+		sqlGID := "p_" + id + "@" + txntype.DefaultDatabase
 		r.w.mu.Lock()
 		work := slices.Clone(r.w.sqlWork[sqlGID])
 		r.w.mu.Unlock()
@@ -223,10 +224,10 @@ func (r *batchRun) check(t *testing.T) map[string]coord.State {
 		switch {
 		case answer == nil:
 			assert.True(t, committed, "%s answered 200, ended %s; calls %v", id, row.State, r.w.ops)
-		case errors.Is(answer, coord.ErrAborted), errors.Is(answer, coord.ErrUnavailable):
+		case errors.Is(answer, txntype.ErrAborted), errors.Is(answer, txntype.ErrUnavailable):
 			assert.False(t, committed, "%s answered %v, ended committed; calls %v", id, answer, r.w.ops)
 		default:
-			assert.ErrorIs(t, answer, coord.ErrInDoubt, id)
+			assert.ErrorIs(t, answer, txntype.ErrInDoubt, id)
 		}
 	}
 	return states
@@ -239,7 +240,7 @@ func (r *batchRun) sweep(t *testing.T, g string) {
 	t.Helper()
 	rows, _, _, _ := r.w.snapshot()
 	commit := false
-	if coord.IsSharedGID("p", g) {
+	if txntype.IsSharedGID("p", g) {
 		r.w.mu.Lock()
 		ms, registered := r.w.shared[g]
 		if !registered {
@@ -248,15 +249,15 @@ func (r *batchRun) sweep(t *testing.T, g string) {
 		r.w.mu.Unlock()
 		commit = registered
 		for _, m := range ms {
-			commit = commit && rows[m].State == coord.StateCommitted
+			commit = commit && rows[m].State == txntype.StateCommitted
 		}
 	} else {
-		commit = rows[strings.TrimSuffix(g, "@"+coord.DefaultDatabase)].State == coord.StateCommitted
+		commit = rows[strings.TrimSuffix(g, "@"+txntype.DefaultDatabase)].State == txntype.StateCommitted
 	}
 	if commit {
-		require.NoError(t, fakeSQL{r.w}.CommitPrepared(context.Background(), coord.DefaultDatabase, g))
+		require.NoError(t, fakeSQL{r.w}.CommitPrepared(context.Background(), txntype.DefaultDatabase, g))
 	} else {
-		require.NoError(t, fakeSQL{r.w}.RollbackPrepared(context.Background(), coord.DefaultDatabase, g))
+		require.NoError(t, fakeSQL{r.w}.RollbackPrepared(context.Background(), txntype.DefaultDatabase, g))
 	}
 }
 
@@ -274,7 +275,7 @@ func claimBeforePreparedWrite(t *testing.T, gid string) func(*world) func(int, s
 				rows, _, _, _ := w.snapshot()
 				rules := coord.Rules{Log: fakeLog{w}, SQL: fakeSQL{w}, Kafka: fakeKafka{w}}
 				_, err := rules.Resolve(context.WithValue(context.Background(), resolverKey{}, true), rows[gid],
-					coord.Fence{Instance: "r", Epoch: 1}, nil)
+					txntype.Fence{Instance: "r", Epoch: 1}, nil)
 				assert.NoError(t, err)
 			})
 			return pass
@@ -297,7 +298,7 @@ func TestBatchSharesOneKafkaTransaction(t *testing.T) {
 	r := runBatch(t, nil)
 	states := r.check(t)
 	for id, st := range states {
-		assert.Equal(t, coord.StateCommitted, st, id)
+		assert.Equal(t, txntype.StateCommitted, st, id)
 		assert.NoError(t, r.answers[id], id)
 	}
 	assert.Equal(t, 1, count(r.w.ops, "kafka.acquire"), "one id for the batch")
@@ -316,10 +317,10 @@ func TestBatchMemberSQLFails(t *testing.T) {
 	t.Parallel()
 	r := runBatch(t, nil, "r1")
 	states := r.check(t)
-	assert.Equal(t, coord.StateAborted, states["r1"])
-	assert.ErrorIs(t, r.answers["r1"], coord.ErrAborted)
+	assert.Equal(t, txntype.StateAborted, states["r1"])
+	assert.ErrorIs(t, r.answers["r1"], txntype.ErrAborted)
 	for _, id := range []string{"r0", "r2"} {
-		assert.Equal(t, coord.StateCommitted, states[id], id)
+		assert.Equal(t, txntype.StateCommitted, states[id], id)
 		assert.NoError(t, r.answers[id], id)
 	}
 	r.w.mu.Lock()
@@ -357,7 +358,7 @@ func TestBatchDecidedFaultAtEveryStep(t *testing.T) {
 			for _, m := range []mode{failBefore, failAfter} {
 				t.Run(fmt.Sprintf("shared sql %t/%s/mode %d", shareSQL, op, m), func(t *testing.T) {
 					t.Parallel()
-					runBatchAnswer(t, shareSQL, coord.AnswerDecided, nth(op, 0, m)).check(t)
+					runBatchAnswer(t, shareSQL, txntype.AnswerDecided, nth(op, 0, m)).check(t)
 				})
 			}
 		}
@@ -386,7 +387,7 @@ func TestBatchDecidedAnswersBeforePhase2(t *testing.T) {
 					return pass
 				}
 			}
-			r, answered, wait := startBatch(t, shareSQL, coord.AnswerDecided, held)
+			r, answered, wait := startBatch(t, shareSQL, txntype.AnswerDecided, held)
 			for range members {
 				select {
 				case <-answered:
@@ -402,7 +403,7 @@ func TestBatchDecidedAnswersBeforePhase2(t *testing.T) {
 			require.NoError(t, r.c.WaitFinals(context.Background()))
 			r.recover(nil)
 			for id, st := range r.check(t) {
-				assert.Equal(t, coord.StateCommitted, st, id)
+				assert.Equal(t, txntype.StateCommitted, st, id)
 				assert.NoError(t, r.answers[id], id)
 			}
 		})
@@ -416,8 +417,8 @@ func TestBatchPreparedWriteRefused(t *testing.T) {
 	claim := claimBeforePreparedWrite(t, "p_r1")
 	r := runBatch(t, claim)
 	states := r.check(t)
-	assert.Equal(t, coord.StateAborted, states["r1"])
-	assert.ErrorIs(t, r.answers["r1"], coord.ErrAborted, "the claimed member answers from its row")
+	assert.Equal(t, txntype.StateAborted, states["r1"])
+	assert.ErrorIs(t, r.answers["r1"], txntype.ErrAborted, "the claimed member answers from its row")
 	assert.Zero(t, count(r.w.ops, "kafka.commit"), "no EndTxn(commit) after a refused prepared write")
 }
 
@@ -442,7 +443,7 @@ func TestBatchQuarantineReleasedAtLastMember(t *testing.T) {
 	assert.Equal(t, map[int64][]bool{1: {false}}, r.w.releases, "B3: the shared id is quarantined once, by the last member")
 	r.w.mu.Unlock()
 	for i := range members {
-		assert.ErrorIs(t, r.answers[fmt.Sprintf("r%d", i)], coord.ErrInDoubt, "r%d: the prepared write's outcome is unknown", i)
+		assert.ErrorIs(t, r.answers[fmt.Sprintf("r%d", i)], txntype.ErrInDoubt, "r%d: the prepared write's outcome is unknown", i)
 	}
 }
 
@@ -466,8 +467,8 @@ func TestBatchDecisionUnknown(t *testing.T) {
 	states := r.check(t)
 	for i := range members {
 		id := fmt.Sprintf("r%d", i)
-		assert.ErrorIs(t, r.answers[id], coord.ErrInDoubt, id)
-		assert.Equal(t, coord.StateCommitted, states[id], id)
+		assert.ErrorIs(t, r.answers[id], txntype.ErrInDoubt, id)
+		assert.Equal(t, txntype.StateCommitted, states[id], id)
 	}
 }
 
@@ -484,8 +485,8 @@ func TestBatchPreparedWriteRefusedByServer(t *testing.T) {
 			states := r.check(t)
 			for i := range members {
 				id := fmt.Sprintf("r%d", i)
-				assert.ErrorIs(t, r.answers[id], coord.ErrUnavailable, id)
-				assert.Equal(t, coord.StateAborted, states[id], id)
+				assert.ErrorIs(t, r.answers[id], txntype.ErrUnavailable, id)
+				assert.Equal(t, txntype.StateAborted, states[id], id)
 				_, quarantined := r.c.TakeQuarantined("p_" + id)
 				assert.False(t, quarantined, "%s: nothing is in doubt, so nothing is quarantined", id)
 			}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -22,7 +23,7 @@ type Config struct {
 	// GIDPrefix starts every global transaction id, and so every PostgreSQL prepared
 	// transaction of this coordinator (at most 32 characters).
 	GIDPrefix string
-	Limits    Limits
+	Limits    txntype.Limits
 	// DefaultTimeout is the time budget of a request without timeout_ms.
 	DefaultTimeout time.Duration
 	// FinishTimeout bounds phase 2 and the final log write, which run to completion even when
@@ -30,7 +31,7 @@ type Config struct {
 	FinishTimeout time.Duration
 	Logger        *slog.Logger
 	// Fault, when set, is called at every step boundary (tests make the process exit there).
-	Fault func(FaultPoint)
+	Fault func(txntype.FaultPoint)
 	// Observer receives phase timings and outcomes (metrics); nil: none.
 	Observer Observer
 	// Tracer starts each request's span (trace.go); nil: no traces, at no cost.
@@ -38,20 +39,20 @@ type Config struct {
 	// Ownership says whether this instance holds its lock and with which epoch; every log
 	// write of a request is fenced by the epoch it started with. nil: epoch 0, always owned
 	// (tests without a lock).
-	Ownership Ownership
+	Ownership txntype.Ownership
 	// Batch shares Kafka transactions between concurrent requests (batch.go); zero: none.
 	Batch BatchConfig
 	// Schemas encodes avro, protobuf and jsonschema payloads (record.go); nil: no Schema
 	// Registry, and those types are refused.
-	Schemas Schemas
+	Schemas txntype.Schemas
 }
 
 // Coordinator runs global transactions over the Kafka and SQL participants with the log.
 type Coordinator struct {
 	cfg   Config
-	log   Log
-	kafka Kafka // nil when no Kafka is configured
-	sql   SQL
+	log   txntype.Log
+	kafka txntype.Kafka // nil when no Kafka is configured
+	sql   txntype.SQL
 
 	inflight   sync.Map // gid → *flight (a request's, flight.go) or struct{} (a shared gid's): transactions this process is running
 	quarantine sync.Map // gid → *quarantineLease: an id left quarantined before prepared was logged
@@ -61,7 +62,7 @@ type Coordinator struct {
 }
 
 // New returns a Coordinator. kafka may be nil (SQL-only deployments).
-func New(cfg Config, log Log, kafka Kafka, sql SQL) *Coordinator {
+func New(cfg Config, log txntype.Log, kafka txntype.Kafka, sql txntype.SQL) *Coordinator {
 	if cfg.DefaultTimeout <= 0 {
 		cfg.DefaultTimeout = 10 * time.Second
 	}
@@ -82,9 +83,9 @@ func New(cfg Config, log Log, kafka Kafka, sql SQL) *Coordinator {
 }
 
 // fence is the instance and epoch a new request writes with, or ErrNotOwner.
-func (c *Coordinator) fence() (Fence, error) {
+func (c *Coordinator) fence() (txntype.Fence, error) {
 	if c.cfg.Ownership == nil {
-		return Fence{Instance: c.cfg.Instance}, nil
+		return txntype.Fence{Instance: c.cfg.Instance}, nil
 	}
 	return c.cfg.Ownership.Fence()
 }
@@ -97,11 +98,11 @@ func (c *Coordinator) GID(requestID string) string { return c.cfg.GIDPrefix + "_
 //
 // An id in flight on this instance whose row is not logged yet is never "not found": it is
 // shown active, as its row will be logged.
-func (c *Coordinator) Get(ctx context.Context, id string) (*Transaction, error) {
+func (c *Coordinator) Get(ctx context.Context, id string) (*txntype.Transaction, error) {
 	gid := c.GID(id)
 	c.awaitFinal(ctx, gid)
 	t, err := c.log.Get(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, txntype.ErrNotFound) {
 		if running, ok := c.inFlightView(gid); ok {
 			return running, nil
 		}
@@ -112,7 +113,7 @@ func (c *Coordinator) Get(ctx context.Context, id string) (*Transaction, error) 
 // Execute runs one request to its outcome. It returns the transaction when it committed;
 // otherwise an *OutcomeError whose sentinel is ErrAborted, ErrInDoubt or ErrUnavailable (with
 // the transaction), or an error matching ErrInvalidRequest or ErrIDConflict.
-func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, error) {
+func (c *Coordinator) Execute(ctx context.Context, req txntype.Request) (*txntype.Transaction, error) {
 	if c.cfg.Tracer == nil {
 		return c.execute(ctx, req)
 	}
@@ -125,15 +126,15 @@ func (c *Coordinator) Execute(ctx context.Context, req Request) (*Transaction, e
 	return t, err
 }
 
-func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, error) {
+func (c *Coordinator) execute(ctx context.Context, req txntype.Request) (*txntype.Transaction, error) {
 	if err := req.Validate(c.cfg.Limits, c.sql.Has); err != nil {
 		return nil, err
 	}
 	if len(req.Kafka) > 0 && c.kafka == nil {
-		return nil, invalid("kafka", "this coordinator has no Kafka configured")
+		return nil, txntype.Invalid("kafka", "this coordinator has no Kafka configured")
 	}
 	if req.KafkaOffsets != nil && c.kafka == nil {
-		return nil, invalid("kafka_offsets", "this coordinator has no Kafka configured")
+		return nil, txntype.Invalid("kafka_offsets", "this coordinator has no Kafka configured")
 	}
 	if len(req.Kafka) > 0 {
 		// P1: every byte that does not name a statement's result is known before anything runs.
@@ -155,13 +156,13 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 	// taking its rows over, and its writes would be refused anyway (fencing).
 	fence, err := c.fence()
 	if err != nil {
-		return nil, &OutcomeError{Sentinel: ErrUnavailable, Cause: err}
+		return nil, &txntype.OutcomeError{Sentinel: txntype.ErrUnavailable, Cause: err}
 	}
-	t := &Transaction{
+	t := &txntype.Transaction{
 		ID:         req.ID,
 		GID:        c.GID(req.ID),
 		Instance:   c.cfg.Instance,
-		State:      StateActive,
+		State:      txntype.StateActive,
 		Owner:      fence.Instance,
 		OwnerEpoch: fence.Epoch,
 		OnePhase:   len(req.Kafka) == 0 && req.KafkaOffsets == nil && len(req.Databases()) == 1,
@@ -175,7 +176,7 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 	// knows where to look for prepared transactions and marker rows of a request that crashed
 	// before prepared was logged.
 	for _, db := range req.Databases() {
-		t.SQLGIDs = append(t.SQLGIDs, SQLGID{Database: db, GID: SQLGIDFor(t.GID, db)})
+		t.SQLGIDs = append(t.SQLGIDs, txntype.SQLGID{Database: db, GID: txntype.SQLGIDFor(t.GID, db)})
 	}
 	// In flight from before the row exists: the recovery loop must never take a live request's
 	// fresh active row for a crashed one. Another run of the id in flight here answers this
@@ -221,8 +222,8 @@ func (c *Coordinator) execute(ctx context.Context, req Request) (*Transaction, e
 // nothing of it may be prepared.
 type begun struct {
 	run    bool
-	stored *Transaction
-	t      *Transaction
+	stored *txntype.Transaction
+	t      *txntype.Transaction
 	err    error
 }
 
@@ -237,7 +238,7 @@ func (c *Coordinator) begin(ctx context.Context, w *work, budget time.Duration) 
 }
 
 // logBegin logs t's row active with its gids.
-func (c *Coordinator) logBegin(ctx context.Context, t *Transaction, budget time.Duration) begun {
+func (c *Coordinator) logBegin(ctx context.Context, t *txntype.Transaction, budget time.Duration) begun {
 	bctx, st := c.step(ctx, PhaseLogBegin, SpanLogBegin)
 	stored, created, err := c.log.Begin(bctx, t)
 	st.end(err)
@@ -247,19 +248,19 @@ func (c *Coordinator) logBegin(ctx context.Context, t *Transaction, budget time.
 			// instance's epoch, which recovery presumes aborted once this request has left
 			// flight). Not "safe to retry": the outcome is unknown until the row, or its
 			// absence, says so.
-			return begun{err: &OutcomeError{Sentinel: ErrInDoubt, Txn: unlogged(t), Cause: fmt.Errorf(
+			return begun{err: &txntype.OutcomeError{Sentinel: txntype.ErrInDoubt, Txn: unlogged(t), Cause: fmt.Errorf(
 				"log begin: the row's insert was sent and its answer lost; the row may exist: %w", err)}}
 		}
 		if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			// The request's own budget was too small to log it: the caller's choice, not an
 			// outage, and nothing of the request ran (the insert never went out).
-			return begun{err: invalid("timeout_ms", fmt.Sprintf("the time budget of %s ran out before the transaction was logged; nothing was run: send it again with a larger timeout_ms", budget))}
+			return begun{err: txntype.Invalid("timeout_ms", fmt.Sprintf("the time budget of %s ran out before the transaction was logged; nothing was run: send it again with a larger timeout_ms", budget))}
 		}
-		return begun{err: &OutcomeError{Sentinel: ErrUnavailable, Cause: fmt.Errorf("log begin: %w", err)}}
+		return begun{err: &txntype.OutcomeError{Sentinel: txntype.ErrUnavailable, Cause: fmt.Errorf("log begin: %w", err)}}
 	}
 	if !created {
 		if !bytes.Equal(stored.Digest, t.Digest) {
-			return begun{err: ErrIDConflict}
+			return begun{err: txntype.ErrIDConflict}
 		}
 		t, err := Answer(stored, nil)
 		return begun{t: t, err: err}
@@ -272,7 +273,7 @@ func (c *Coordinator) logBegin(ctx context.Context, t *Transaction, budget time.
 // instance's epoch no longer holds (ErrNotOwner, the fenced insert wrote nothing). Only then is
 // the request safe to send again (503); any other failure may have logged the row.
 func beginUndone(err error) bool {
-	return errors.Is(err, ErrLogUnsent) || errors.Is(err, ErrLogRefused) || errors.Is(err, ErrNotOwner)
+	return errors.Is(err, txntype.ErrLogUnsent) || errors.Is(err, txntype.ErrLogRefused) || errors.Is(err, txntype.ErrNotOwner)
 }
 
 // InFlight reports whether this process is running the transaction right now; recovery leaves
@@ -299,7 +300,7 @@ func (c *Coordinator) TakeQuarantined(gid string) (string, bool) {
 }
 
 // fault calls the test-only fault hook at a protocol step boundary.
-func (c *Coordinator) fault(point FaultPoint) {
+func (c *Coordinator) fault(point txntype.FaultPoint) {
 	if c.cfg.Fault != nil {
 		c.cfg.Fault(point)
 	}
@@ -308,9 +309,9 @@ func (c *Coordinator) fault(point FaultPoint) {
 // work is the state of one request's participants during the protocol.
 type work struct {
 	root     trace.Span // the request's span: the parent of the steps run on a fresh context
-	t        *Transaction
-	req      *Request
-	ktx      KafkaTxn
+	t        *txntype.Transaction
+	req      *txntype.Request
+	ktx      txntype.KafkaTxn
 	prepared []string // databases where PREPARE TRANSACTION may have been sent
 	// flight is the request's place in flight (flight.go).
 	flight *flight
@@ -323,14 +324,10 @@ type work struct {
 	answered bool
 }
 
-// SQLGIDFor is the PostgreSQL gid of a global transaction on one database: gids are
-// server-wide, and two configured databases may share a server.
-func SQLGIDFor(gid, database string) string { return gid + "@" + database }
-
-func (c *Coordinator) sqlGID(gid, database string) string { return SQLGIDFor(gid, database) }
+func (c *Coordinator) sqlGID(gid, database string) string { return txntype.SQLGIDFor(gid, database) }
 
 // run executes the protocol of docs/design.md section 2 for a fresh active row.
-func (c *Coordinator) run(ctx context.Context, w *work) (*Transaction, error) {
+func (c *Coordinator) run(ctx context.Context, w *work) (*txntype.Transaction, error) {
 	if c.shares(w) {
 		return c.runShared(ctx, w)
 	}
@@ -338,7 +335,7 @@ func (c *Coordinator) run(ctx context.Context, w *work) (*Transaction, error) {
 }
 
 // runUnshared runs a request on its own: its SQL side and its Kafka side concurrently.
-func (c *Coordinator) runUnshared(ctx context.Context, w *work) (*Transaction, error) {
+func (c *Coordinator) runUnshared(ctx context.Context, w *work) (*txntype.Transaction, error) {
 	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently
 	// (docs/design.md section 2, step 2).
 	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)
@@ -349,9 +346,9 @@ func (c *Coordinator) runUnshared(ctx context.Context, w *work) (*Transaction, e
 
 // afterPhase1 takes a request alone on from its phase 1's outcome err: an abort, its one-phase
 // commit, or the decision.
-func (c *Coordinator) afterPhase1(ctx context.Context, w *work, err error) (*Transaction, error) {
+func (c *Coordinator) afterPhase1(ctx context.Context, w *work, err error) (*txntype.Transaction, error) {
 	if err != nil {
-		if errors.Is(err, ErrCommitUnknown) {
+		if errors.Is(err, txntype.ErrCommitUnknown) {
 			// The one database's COMMIT was sent and its answer lost: it may have committed.
 			// Only its marker can tell; the row stays active and recovery settles it.
 			return c.inDoubt(w, err)
@@ -360,14 +357,14 @@ func (c *Coordinator) afterPhase1(ctx context.Context, w *work, err error) (*Tra
 	}
 	if w.t.OnePhase {
 		// The one database committed: its marker row makes that knowable after a crash.
-		return c.finish(w, StateCommitted, nil)
+		return c.finish(w, txntype.StateCommitted, nil)
 	}
 	return c.commitPhase(ctx, w)
 }
 
 // commitPhase takes a transaction whose participants are all prepared to its decision and
 // phase 2.
-func (c *Coordinator) commitPhase(ctx context.Context, w *work) (*Transaction, error) {
+func (c *Coordinator) commitPhase(ctx context.Context, w *work) (*txntype.Transaction, error) {
 	t := w.t
 	// Past this point the coordinator never aborts on its own (I3): the caller's context no
 	// longer stops anything, only the finish bound does.
@@ -377,12 +374,12 @@ func (c *Coordinator) commitPhase(ctx context.Context, w *work) (*Transaction, e
 	if w.ktx == nil {
 		// No Kafka: the decision is the durable committing row.
 		lctx, st := c.step(fctx, PhaseLogCommitting, SpanLogCommitting)
-		err := c.log.Transition(lctx, t, StateCommitting)
+		err := c.log.Transition(lctx, t, txntype.StateCommitting)
 		st.end(err)
-		if errors.Is(err, ErrMovedOn) {
+		if errors.Is(err, txntype.ErrMovedOn) {
 			return c.yield(fctx, w, fmt.Errorf("log committing: %w", err), false)
 		}
-		if errors.Is(err, ErrLogRefused) {
+		if errors.Is(err, txntype.ErrLogRefused) {
 			return c.abort(w, logRefused("committing", err))
 		}
 		if err != nil {
@@ -396,12 +393,12 @@ func (c *Coordinator) commitPhase(ctx context.Context, w *work) (*Transaction, e
 	kafkaAttrs(st.span, t.Kafka.KafkaIDs)
 	err := c.log.Prepared(lctx, t)
 	st.end(err)
-	if errors.Is(err, ErrMovedOn) {
+	if errors.Is(err, txntype.ErrMovedOn) {
 		// Claimed by a resolver (or this instance lost its epoch): prepared is not logged, so
 		// nothing will commit; the stored state answers.
 		return c.yield(fctx, w, fmt.Errorf("log prepared: %w", err), false)
 	}
-	if errors.Is(err, ErrLogRefused) {
+	if errors.Is(err, txntype.ErrLogRefused) {
 		// Refused by the log's server: prepared is not logged, so nothing will commit (I2);
 		// the request may abort (I3). A client's lock on the log, held by this request's own
 		// prepared SQL, ends here: the rollback releases it.
@@ -410,7 +407,7 @@ func (c *Coordinator) commitPhase(ctx context.Context, w *work) (*Transaction, e
 	if err != nil {
 		return c.inDoubt(w, fmt.Errorf("log prepared: %w", err))
 	}
-	c.fault(FaultAfterLogPrepared)
+	c.fault(txntype.FaultAfterLogPrepared)
 	_, st = c.step(fctx, PhaseEndTxn, SpanEndTxn)
 	kafkaAttrs(st.span, t.Kafka.KafkaIDs)
 	commit, cause, err := c.decide(ctx, fctx, w.ktx, t.Kafka.KafkaIDs, t.GID)
@@ -421,7 +418,7 @@ func (c *Coordinator) commitPhase(ctx context.Context, w *work) (*Transaction, e
 	if err != nil {
 		return c.inDoubt(w, err)
 	}
-	c.fault(FaultAfterEndTxn)
+	c.fault(txntype.FaultAfterEndTxn)
 	return c.afterDecision(fctx, w, commit, cause)
 }
 
@@ -454,7 +451,7 @@ func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase, withKafka b
 			}
 		}()
 	}
-	results := make([]SQLResult, len(w.req.SQL))
+	results := make([]txntype.SQLResult, len(w.req.SQL))
 	for _, db := range w.req.Databases() {
 		wg.Add(1)
 		go func() {
@@ -525,9 +522,9 @@ func (c *Coordinator) kafkaPhase1(ctx context.Context, w *work) (err error) {
 	if err != nil {
 		return err
 	}
-	c.fault(FaultAfterKafkaFlush)
+	c.fault(txntype.FaultAfterKafkaFlush)
 	if ks.Records == nil {
-		ks.Records = []RecordOffset{} // offsets only: no record, an empty list (never null)
+		ks.Records = []txntype.RecordOffset{} // offsets only: no record, an empty list (never null)
 	}
 	ks.PreparedState = ks.KafkaIDs.PreparedState()
 	w.t.Kafka = &ks
@@ -535,8 +532,8 @@ func (c *Coordinator) kafkaPhase1(ctx context.Context, w *work) (err error) {
 	return nil
 }
 
-func (c *Coordinator) sqlPhase1(ctx context.Context, w *work, db string, onePhase bool, results []SQLResult) error {
-	var stmts []Statement
+func (c *Coordinator) sqlPhase1(ctx context.Context, w *work, db string, onePhase bool, results []txntype.SQLResult) error {
+	var stmts []txntype.Statement
 	var idx []int
 	for i, s := range w.req.SQL {
 		if s.Database == db {
@@ -553,13 +550,13 @@ func (c *Coordinator) sqlPhase1(ctx context.Context, w *work, db string, onePhas
 	if st.span.IsRecording() {
 		st.span.SetAttributes(AttrDatabase.String(db), AttrStatements.Int(len(stmts)))
 	}
-	res, err := c.sql.Run(sctx, db, stmts, c.sqlGID(w.t.GID, db), onePhase, func() { c.fault(FaultAfterSQLWork) })
+	res, err := c.sql.Run(sctx, db, stmts, c.sqlGID(w.t.GID, db), onePhase, func() { c.fault(txntype.FaultAfterSQLWork) })
 	st.end(err)
 	if err != nil {
 		return err
 	}
 	if !onePhase {
-		c.fault(FaultAfterPrepare)
+		c.fault(txntype.FaultAfterPrepare)
 	}
 	for j, i := range idx {
 		results[i] = res[j]
@@ -570,13 +567,13 @@ func (c *Coordinator) sqlPhase1(ctx context.Context, w *work, db string, onePhas
 // decide sends EndTxn(commit) and follows Kafka's answer. An unclear answer is retried with a
 // raw EndTxn by the stored ids until the caller's budget runs out; then the outcome is left to
 // recovery (the error return).
-func (c *Coordinator) decide(ctx, fctx context.Context, ktx KafkaTxn, ids KafkaIDs, gid string) (commit bool, cause, err error) {
+func (c *Coordinator) decide(ctx, fctx context.Context, ktx txntype.KafkaTxn, ids txntype.KafkaIDs, gid string) (commit bool, cause, err error) {
 	err = ktx.Commit(fctx)
 	for backoff := 50 * time.Millisecond; ; backoff = min(backoff*2, time.Second) {
 		switch {
 		case err == nil:
 			return true, nil, nil
-		case errors.Is(err, ErrKafkaAborted):
+		case errors.Is(err, txntype.ErrKafkaAborted):
 			return false, err, nil
 		}
 		c.cfg.Logger.Warn("kafka commit outcome unknown; retrying EndTxn by ids",
@@ -592,7 +589,7 @@ func (c *Coordinator) decide(ctx, fctx context.Context, ktx KafkaTxn, ids KafkaI
 
 // phase2 commits or rolls back every prepared SQL transaction following the decision, then
 // logs the final state (I4; the rules are finishSQL and mixedDetail, shared with recovery).
-func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause error) (*Transaction, error) {
+func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause error) (*txntype.Transaction, error) {
 	pctx, st := c.step(ctx, PhasePhase2, SpanPhase2)
 	if st.span.IsRecording() {
 		st.span.SetAttributes(AttrDecision.String(decision(commit)))
@@ -600,15 +597,15 @@ func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause er
 	mixed, failed := finishSQL(pctx, c.sql, w.t.SQLGIDs, commit)
 	st.end(failed)
 	if failed == nil && len(mixed) == 0 && commit {
-		c.fault(FaultAfterCommitPrepared)
+		c.fault(txntype.FaultAfterCommitPrepared)
 	}
 	switch {
 	case len(mixed) > 0:
 		w.t.Error = mixedDetail(commit, mixed)
-		return c.finishWith(ctx, w, StateHeuristicMixed, nil, true)
-	case failed != nil && commit && w.t.State != StateCommitting:
+		return c.finishWith(ctx, w, txntype.StateHeuristicMixed, nil, true)
+	case failed != nil && commit && w.t.State != txntype.StateCommitting:
 		// Kafka committed; SQL phase 2 is pending. committing tells recovery to finish it.
-		if err := c.log.Transition(ctx, w.t, StateCommitting); err != nil {
+		if err := c.log.Transition(ctx, w.t, txntype.StateCommitting); err != nil {
 			c.cfg.Logger.Error("log committing failed", "gid", w.t.GID, "error", err)
 		}
 		return c.inDoubt(w, fmt.Errorf("sql commit prepared: %w", failed))
@@ -618,16 +615,16 @@ func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause er
 		return c.inDoubt(w, fmt.Errorf("sql rollback prepared: %w", failed))
 	}
 	if commit {
-		return c.finish(w, StateCommitted, nil)
+		return c.finish(w, txntype.StateCommitted, nil)
 	}
-	return c.finish(w, StateAborted, cause)
+	return c.finish(w, txntype.StateAborted, cause)
 }
 
 // logRefused is the failure of a request whose decision write (prepared, or committing
 // without Kafka) the log refused (ErrLogRefused): nothing that could commit it is logged, so it
 // is aborted, and answered "safe to retry" (503) when nothing was left prepared.
-func logRefused(step string, err error) *Failure {
-	return &Failure{Participant: ParticipantCoordinator, Class: ClassRetriable, Unavailable: true,
+func logRefused(step string, err error) *txntype.Failure {
+	return &txntype.Failure{Participant: txntype.ParticipantCoordinator, Class: txntype.ClassRetriable, Unavailable: true,
 		Err: fmt.Errorf("log %s: %w", step, err)}
 }
 
@@ -636,30 +633,30 @@ const kafkaAbortTimeout = 3 * time.Second
 
 // abort rolls back every participant after a failure before the decision (presumed abort), and
 // logs the abort. Kafka is aborted before SQL gids are rolled back.
-func (c *Coordinator) abort(w *work, cause error) (*Transaction, error) {
+func (c *Coordinator) abort(w *work, cause error) (*txntype.Transaction, error) {
 	ctx, cancel := context.WithTimeout(w.traced(context.Background()), c.cfg.FinishTimeout)
 	defer cancel()
 	clean := c.rollback(ctx, w)
-	f := AsFailure(cause)
+	f := txntype.AsFailure(cause)
 	if !clean {
 		f.Unavailable = false // something may be left prepared: not "safe to retry" (503)
 	}
-	if f.Class == ClassRetriable && !f.Unavailable {
+	if f.Class == txntype.ClassRetriable && !f.Unavailable {
 		// Answered 409, so the id's outcome is final: a same-id retry must return this abort,
 		// never run the request again (txlog.Begin re-runs only rows logged retriable, which
 		// are exactly the ones answered 503 "safe to retry with the same id").
-		f = &Failure{Participant: f.Participant, Class: ClassAbortable, SQLState: f.SQLState, Err: f.Err}
+		f = &txntype.Failure{Participant: f.Participant, Class: txntype.ClassAbortable, SQLState: f.SQLState, Err: f.Err}
 	}
 	w.t.SQL = nil
-	if errors.Is(cause, ErrConfinementBreach) {
+	if errors.Is(cause, txntype.ErrConfinementBreach) {
 		// I13's second line of defence fired: what the client statement did before it left the
 		// transaction may be committed on that database while everything else was rolled back.
 		// Not an abort anyone may rely on: heuristic, with the evidence, for an operator.
 		f.Unavailable = false
 		c.cfg.Observer.ObserveConfinementBreach()
-		return c.finishWith(ctx, w, StateHeuristic, f, true)
+		return c.finishWith(ctx, w, txntype.StateHeuristic, f, true)
 	}
-	return c.finishWith(ctx, w, StateAborted, f, true)
+	return c.finishWith(ctx, w, txntype.StateAborted, f, true)
 }
 
 // rollback aborts this request's own participants before the decision: the Kafka transaction,
@@ -700,10 +697,10 @@ func (c *Coordinator) abortKafka(ctx context.Context, w *work) {
 }
 
 // inDoubt leaves the transaction to recovery: the transactional.id stays quarantined (I1).
-func (c *Coordinator) inDoubt(w *work, cause error) (*Transaction, error) {
+func (c *Coordinator) inDoubt(w *work, cause error) (*txntype.Transaction, error) {
 	c.cfg.Logger.Error("transaction in doubt; left to recovery", "gid", w.t.GID, "state", w.t.State, "error", cause)
 	c.quarantineID(w)
-	return w.t, &OutcomeError{Sentinel: ErrInDoubt, Txn: w.t, Cause: cause}
+	return w.t, &txntype.OutcomeError{Sentinel: txntype.ErrInDoubt, Txn: w.t, Cause: cause}
 }
 
 // quarantineID keeps the request's transactional id out of the pool until recovery has
@@ -712,7 +709,7 @@ func (c *Coordinator) quarantineID(w *work) {
 	if w.ktx == nil {
 		return
 	}
-	if w.t.Kafka == nil || w.t.State == StateActive {
+	if w.t.Kafka == nil || w.t.State == txntype.StateActive {
 		// The log may not name the id: remember it so recovery can release it.
 		c.quarantine.Store(w.t.GID, leaseOf(w.ktx))
 	}
@@ -727,7 +724,7 @@ func (c *Coordinator) quarantineID(w *work) {
 // (the resolver does the same; both are idempotent) and a transactional id whose Kafka
 // transaction was aborted goes back to the pool: the row can never be logged prepared, so
 // nothing can commit that transaction (I1, I3).
-func (c *Coordinator) yield(ctx context.Context, w *work, cause error, rolledBack bool) (*Transaction, error) {
+func (c *Coordinator) yield(ctx context.Context, w *work, cause error, rolledBack bool) (*txntype.Transaction, error) {
 	stored, err := c.log.Get(ctx, w.t.ID)
 	if err != nil {
 		return c.inDoubt(w, fmt.Errorf("%w; re-reading the row: %w", cause, err))
@@ -735,8 +732,8 @@ func (c *Coordinator) yield(ctx context.Context, w *work, cause error, rolledBac
 	c.cfg.Logger.Warn("row claimed by another owner; answering from the stored state", "gid", w.t.GID,
 		"state", stored.State, "owner", stored.Owner, "owner_epoch", stored.OwnerEpoch,
 		"my_epoch", w.t.OwnerEpoch, "cause", cause)
-	abort := w.t.State == StateActive && !stored.OnePhase &&
-		(stored.State == StateAborting || stored.State == StateAborted)
+	abort := w.t.State == txntype.StateActive && !stored.OnePhase &&
+		(stored.State == txntype.StateAborting || stored.State == txntype.StateAborted)
 	if abort {
 		if !rolledBack {
 			c.rollback(ctx, w)
@@ -750,19 +747,19 @@ func (c *Coordinator) yield(ctx context.Context, w *work, cause error, rolledBac
 	return Answer(stored, cause)
 }
 
-func (c *Coordinator) finish(w *work, to State, cause error) (*Transaction, error) {
+func (c *Coordinator) finish(w *work, to txntype.State, cause error) (*txntype.Transaction, error) {
 	ctx, cancel := context.WithTimeout(w.traced(context.Background()), c.cfg.FinishTimeout)
 	defer cancel()
-	var f *Failure
+	var f *txntype.Failure
 	if cause != nil {
-		f = AsFailure(cause)
+		f = txntype.AsFailure(cause)
 	}
 	return c.finishWith(ctx, w, to, f, true)
 }
 
 // finishWith logs the final state and only then returns the transactional.id to the pool (I1).
-func (c *Coordinator) finishWith(ctx context.Context, w *work, to State, f *Failure, reusable bool) (*Transaction, error) {
-	if to == StateCommitted && f == nil {
+func (c *Coordinator) finishWith(ctx context.Context, w *work, to txntype.State, f *txntype.Failure, reusable bool) (*txntype.Transaction, error) {
+	if to == txntype.StateCommitted && f == nil {
 		// Committed on every participant: the answer goes now, the write behind it.
 		return c.answerCommitted(w)
 	}
@@ -779,8 +776,8 @@ func (c *Coordinator) finishWith(ctx context.Context, w *work, to State, f *Fail
 	if f != nil {
 		cause = f
 	}
-	if errors.Is(err, ErrMovedOn) {
-		return c.yield(ctx, w, fmt.Errorf("log %s: %w", to, err), to == StateAborted)
+	if errors.Is(err, txntype.ErrMovedOn) {
+		return c.yield(ctx, w, fmt.Errorf("log %s: %w", to, err), to == txntype.StateAborted)
 	}
 	if err != nil {
 		c.cfg.Logger.Error("final log write failed; recovery completes it", "gid", w.t.GID, "state", to, "error", err)

@@ -1,6 +1,10 @@
 package coord
 
-import "context"
+import (
+	"context"
+
+	"github.com/kpgtx/coordinator/txntype"
+)
 
 // D1: a request that asks for it (Request.Answer AnswerDecided) is answered at its decision.
 //
@@ -30,8 +34,8 @@ import "context"
 
 // afterDecision takes w on from its decision: its phase 2 and final state, or, for a commit
 // that asked to be answered at the decision, that answer with phase 2 behind it.
-func (c *Coordinator) afterDecision(ctx context.Context, w *work, commit bool, cause error) (*Transaction, error) {
-	if !commit || w.req.Answer != AnswerDecided {
+func (c *Coordinator) afterDecision(ctx context.Context, w *work, commit bool, cause error) (*txntype.Transaction, error) {
+	if !commit || w.req.Answer != txntype.AnswerDecided {
 		return c.phase2(ctx, w, commit, cause)
 	}
 	answer, p := c.answerDecided(w)
@@ -41,9 +45,9 @@ func (c *Coordinator) afterDecision(ctx context.Context, w *work, commit bool, c
 
 // answerDecided is w's answer at its decision to commit (the row's state committing, D1); from
 // now on its final write, not the request, ends its time in flight (handOff).
-func (c *Coordinator) answerDecided(w *work) (*Transaction, *pendingFinal) {
+func (c *Coordinator) answerDecided(w *work) (*txntype.Transaction, *pendingFinal) {
 	a := *w.t
-	a.State = StateCommitting
+	a.State = txntype.StateCommitting
 	p := c.handOff(w)
 	w.answered = true
 	c.cfg.Logger.Debug("transaction decided; its phase 2 follows", "gid", w.t.GID)
@@ -57,7 +61,7 @@ func (c *Coordinator) behindAnswer(w *work, p *pendingFinal) {
 	go func() {
 		defer cancel()
 		defer c.finalDone(w, p)
-		c.fault(FaultDecidedBeforePhase2)
+		c.fault(txntype.FaultDecidedBeforePhase2)
 		// Its outcome is logged (committed, or left to recovery in doubt); the caller has had
 		// its answer.
 		_, _ = c.phase2(ctx, w, true, nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // D1: a request that asks to be answered at its decision gets its 200 (state committing) while
@@ -18,20 +19,20 @@ import (
 // answer never turns into another outcome. A one-phase request is answered committed.
 func TestDecidedAnswer(t *testing.T) {
 	t.Parallel()
-	oneDB := coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}}
-	twoDBs := coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)"),
+	oneDB := txntype.Request{ID: "x", SQL: []txntype.Statement{stmt("INSERT INTO t VALUES (1)")}}
+	twoDBs := txntype.Request{ID: "x", SQL: []txntype.Statement{stmt("INSERT INTO t VALUES (1)"),
 		{Database: "orders", Statement: "INSERT INTO t VALUES (1)"}}}
 	for _, tc := range []struct {
 		name      string
-		req       coord.Request
+		req       txntype.Request
 		failPh2   bool
-		wantState coord.State // the answer's
+		wantState txntype.State // the answer's
 	}{
-		{"sql and kafka", twoDBsAndKafka("x"), false, coord.StateCommitting},
-		{"sql and kafka, phase 2 fails", twoDBsAndKafka("x"), true, coord.StateCommitting},
-		{"two databases", twoDBs, false, coord.StateCommitting},
-		{"two databases, phase 2 fails", twoDBs, true, coord.StateCommitting},
-		{"one phase", oneDB, false, coord.StateCommitted},
+		{"sql and kafka", twoDBsAndKafka("x"), false, txntype.StateCommitting},
+		{"sql and kafka, phase 2 fails", twoDBsAndKafka("x"), true, txntype.StateCommitting},
+		{"two databases", twoDBs, false, txntype.StateCommitting},
+		{"two databases, phase 2 fails", twoDBs, true, txntype.StateCommitting},
+		{"one phase", oneDB, false, txntype.StateCommitted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -47,22 +48,22 @@ func TestDecidedAnswer(t *testing.T) {
 				}
 				return pass
 			}
-			var k coord.Kafka
+			var k txntype.Kafka
 			if len(tc.req.Kafka) > 0 {
 				k = fakeKafka{w}
 			}
 			log := fakeLog{w}
 			c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", FinishTimeout: time.Second,
-				Logger: slog.New(slog.DiscardHandler), Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}},
+				Logger: slog.New(slog.DiscardHandler), Ownership: ownership{txntype.Fence{Instance: "a", Epoch: 1}}},
 				log, k, fakeSQL{w})
 			req := tc.req
-			req.Answer = coord.AnswerDecided
+			req.Answer = txntype.AnswerDecided
 			ctx := context.Background()
 
 			answer, err := c.Execute(ctx, req)
 			require.NoError(t, err, "answered 200 while phase 2 is held")
 			assert.Equal(t, tc.wantState, answer.State)
-			if tc.wantState == coord.StateCommitting {
+			if tc.wantState == txntype.StateCommitting {
 				_, sqlState, _, kafka := w.snapshot()
 				for _, g := range answer.SQLGIDs {
 					assert.Equal(t, "prepared", sqlState[g.GID], "phase 2 has not run yet")
@@ -71,7 +72,7 @@ func TestDecidedAnswer(t *testing.T) {
 					assert.Equal(t, "committed", kafka[w.nextPID], "Kafka committed: the decision")
 				}
 				assert.True(t, c.InFlight("p_x"), "in flight until its final write ended")
-				got := make(chan *coord.Transaction, 1)
+				got := make(chan *txntype.Transaction, 1)
 				go func() {
 					row, err := c.Get(ctx, "x")
 					assert.NoError(t, err)
@@ -85,9 +86,9 @@ func TestDecidedAnswer(t *testing.T) {
 				close(release)
 				row := <-got
 				if !tc.failPh2 {
-					assert.Equal(t, coord.StateCommitted, row.State, "this instance reads the final state")
+					assert.Equal(t, txntype.StateCommitted, row.State, "this instance reads the final state")
 				} else {
-					assert.Contains(t, []coord.State{coord.StateCommitting, coord.StatePrepared}, row.State,
+					assert.Contains(t, []txntype.State{txntype.StateCommitting, txntype.StatePrepared}, row.State,
 						"a failed phase 2 leaves the row in doubt, never aborted")
 				}
 			} else {
@@ -104,11 +105,11 @@ func TestDecidedAnswer(t *testing.T) {
 				if row.State.Final() {
 					break
 				}
-				_, _ = rules.Resolve(ctx, row, coord.Fence{Instance: "r", Epoch: 1}, nil)
+				_, _ = rules.Resolve(ctx, row, txntype.Fence{Instance: "r", Epoch: 1}, nil)
 			}
 			check(t, w, req, nil)
 			rows, _, _, _ := w.snapshot()
-			assert.Equal(t, coord.StateCommitted, rows["p_x"].State)
+			assert.Equal(t, txntype.StateCommitted, rows["p_x"].State)
 		})
 	}
 }

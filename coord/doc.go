@@ -1,6 +1,8 @@
-// Package coord is the two-phase-commit protocol between PostgreSQL and Apache Kafka: the states
-// of a global transaction, the transitions between them, and the participant and log interfaces
-// it drives (declared here, implemented by kafkatxn, sqltxn and txlog).
+// Package coord is the protocol engine of the two-phase commit between PostgreSQL and Apache
+// Kafka: the transitions between the states of a global transaction, the request's steps, the
+// rules every resolver takes (I5), and batches. Its vocabulary (states, rows, requests, records,
+// errors, and the participant and log interfaces it drives, implemented by kafkatxn, sqltxn and
+// txlog) is the package txntype, below it.
 //
 // Kafka has no usable prepare (KIP-939 is stubbed in every release), so Kafka decides last: a
 // Kafka transaction is "prepared" when all its records are flushed and its (transactionalId,

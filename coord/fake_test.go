@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // A fake world for the protocol's rules: an in-memory log with the real compare-and-set and
@@ -27,8 +28,8 @@ const (
 	failAfter           // the call has its effect, and its answer is lost (an error)
 	raceResolve         // a resolver claims and resolves the row, then the call runs
 	raceInterleave      // a resolver starts and stops before its call number pauseAt; the request runs to its end, then the resolver goes on
-	refused             // a log write the server refused: no effect, and the error says so (coord.ErrLogRefused); any other call: failBefore
-	unsent              // a log write that never reached the server: no effect, and the error says so (coord.ErrLogUnsent); any other call: failBefore
+	refused             // a log write the server refused: no effect, and the error says so (txntype.ErrLogRefused); any other call: failBefore
+	unsent              // a log write that never reached the server: no effect, and the error says so (txntype.ErrLogUnsent); any other call: failBefore
 )
 
 // refusal is the error of a call in mode m that fails before its effect (failBefore, refused,
@@ -38,9 +39,9 @@ func refusal(m mode, op string) error {
 	case failBefore:
 		return errInjected
 	case refused:
-		return fmt.Errorf("%s: %w", op, coord.ErrLogRefused)
+		return fmt.Errorf("%s: %w", op, txntype.ErrLogRefused)
 	case unsent:
-		return fmt.Errorf("%s: %w", op, coord.ErrLogUnsent)
+		return fmt.Errorf("%s: %w", op, txntype.ErrLogUnsent)
 	}
 	return nil
 }
@@ -73,25 +74,25 @@ type world struct {
 	resume   chan struct{} // closed to let it go on
 	resolved chan struct{} // closed when it has finished
 
-	rows      map[string]*coord.Transaction // gid → row
-	epochs    map[string]int64              // instance → epoch
-	sqlState  map[string]string             // sql gid → running, prepared, committed, rolledback
-	markers   map[string]bool               // sql gid → true: committed marker, false: fencing marker
-	kafkaTxns map[int64]string              // producer id → open, committed, aborted
-	kafkaRecs map[int64][]string            // producer id → the values of its records
-	failSQL   map[string]bool               // sql gid → its statements fail (the server says no)
-	releases  map[int64][]bool              // producer id → its Release calls (keep)
-	shared    map[string][]string           // shared sql gid → its members (registered by the prepared write)
-	sqlWork   map[string][]string           // a request's own sql gid → every sql gid its work was prepared in
-	mayLand   bool                          // RunShared: the PREPARE's answer is lost and it lands later (lands() makes it)
-	rowless   []string                      // work a participant got before the request's row existed (S7, I6)
+	rows      map[string]*txntype.Transaction // gid → row
+	epochs    map[string]int64                // instance → epoch
+	sqlState  map[string]string               // sql gid → running, prepared, committed, rolledback
+	markers   map[string]bool                 // sql gid → true: committed marker, false: fencing marker
+	kafkaTxns map[int64]string                // producer id → open, committed, aborted
+	kafkaRecs map[int64][]string              // producer id → the values of its records
+	failSQL   map[string]bool                 // sql gid → its statements fail (the server says no)
+	releases  map[int64][]bool                // producer id → its Release calls (keep)
+	shared    map[string][]string             // shared sql gid → its members (registered by the prepared write)
+	sqlWork   map[string][]string             // a request's own sql gid → every sql gid its work was prepared in
+	mayLand   bool                            // RunShared: the PREPARE's answer is lost and it lands later (lands() makes it)
+	rowless   []string                        // work a participant got before the request's row existed (S7, I6)
 	nextPID   int64
 
-	kafkaOffsets map[int64]*coord.OffsetCommit // producer id → the offsets its transaction carries
+	kafkaOffsets map[int64]*txntype.OffsetCommit // producer id → the offsets its transaction carries
 }
 
 func newWorld() *world {
-	return &world{rows: map[string]*coord.Transaction{}, epochs: map[string]int64{"a": 1, "r": 1},
+	return &world{rows: map[string]*txntype.Transaction{}, epochs: map[string]int64{"a": 1, "r": 1},
 		sqlState: map[string]string{}, markers: map[string]bool{}, kafkaTxns: map[int64]string{},
 		kafkaRecs: map[int64][]string{}, failSQL: map[string]bool{}, releases: map[int64][]bool{},
 		shared: map[string][]string{}, sqlWork: map[string][]string{}}
@@ -164,9 +165,9 @@ func (w *world) finishResolver() {
 	<-w.resolved
 }
 
-func clone(t *coord.Transaction) *coord.Transaction {
+func clone(t *txntype.Transaction) *txntype.Transaction {
 	c := *t
-	c.SQLGIDs = append([]coord.SQLGID(nil), t.SQLGIDs...)
+	c.SQLGIDs = append([]txntype.SQLGID(nil), t.SQLGIDs...)
 	if t.Kafka != nil {
 		k := *t.Kafka
 		c.Kafka = &k
@@ -174,14 +175,14 @@ func clone(t *coord.Transaction) *coord.Transaction {
 	return &c
 }
 
-// fakeLog implements coord.Log with txlog's semantics.
+// fakeLog implements txntype.Log with txlog's semantics.
 type fakeLog struct{ w *world }
 
-func (l fakeLog) owned(t *coord.Transaction) bool {
+func (l fakeLog) owned(t *txntype.Transaction) bool {
 	return l.w.epochs[t.Owner] == t.OwnerEpoch
 }
 
-func (l fakeLog) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transaction, bool, error) {
+func (l fakeLog) Begin(ctx context.Context, t *txntype.Transaction) (*txntype.Transaction, bool, error) {
 	m := l.w.call(ctx, "log.begin")
 	if err := refusal(m, "log.begin"); err != nil {
 		return nil, false, err
@@ -196,7 +197,7 @@ func (l fakeLog) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transa
 		return clone(old), false, nil
 	}
 	if !l.owned(t) {
-		return nil, false, coord.ErrNotOwner
+		return nil, false, txntype.ErrNotOwner
 	}
 	l.w.rows[t.GID] = clone(t)
 	if m == failAfter {
@@ -205,7 +206,7 @@ func (l fakeLog) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transa
 	return clone(t), true, nil
 }
 
-func (l fakeLog) cas(ctx context.Context, op string, t *coord.Transaction, apply func(row *coord.Transaction)) error {
+func (l fakeLog) cas(ctx context.Context, op string, t *txntype.Transaction, apply func(row *txntype.Transaction)) error {
 	m := l.w.call(ctx, op)
 	if err := refusal(m, op); err != nil {
 		return err
@@ -214,7 +215,7 @@ func (l fakeLog) cas(ctx context.Context, op string, t *coord.Transaction, apply
 	defer l.w.mu.Unlock()
 	row, ok := l.casRow(t, t.State)
 	if !ok {
-		return fmt.Errorf("%s %s: %w", op, t.GID, coord.ErrMovedOn)
+		return fmt.Errorf("%s %s: %w", op, t.GID, txntype.ErrMovedOn)
 	}
 	apply(row)
 	if m == failAfter {
@@ -226,7 +227,7 @@ func (l fakeLog) cas(ctx context.Context, op string, t *coord.Transaction, apply
 
 // casRow is t's row when a fenced compare-and-set from state would pass: the row is in that
 // state as t last saw it, and owned by t's writer at its current epoch (l.w.mu held).
-func (l fakeLog) casRow(t *coord.Transaction, state coord.State) (*coord.Transaction, bool) {
+func (l fakeLog) casRow(t *txntype.Transaction, state txntype.State) (*txntype.Transaction, bool) {
 	row, ok := l.w.rows[t.GID]
 	if !ok || row.State != state || t.State != state || row.Owner != t.Owner || row.OwnerEpoch != t.OwnerEpoch || !l.owned(t) {
 		return nil, false
@@ -234,15 +235,15 @@ func (l fakeLog) casRow(t *coord.Transaction, state coord.State) (*coord.Transac
 	return row, true
 }
 
-func (l fakeLog) Prepared(ctx context.Context, t *coord.Transaction) error {
+func (l fakeLog) Prepared(ctx context.Context, t *txntype.Transaction) error {
 	want := clone(t)
-	return l.cas(ctx, "log.prepared", t, func(row *coord.Transaction) {
-		row.State, row.Kafka, row.SQLGIDs = coord.StatePrepared, want.Kafka, want.SQLGIDs
+	return l.cas(ctx, "log.prepared", t, func(row *txntype.Transaction) {
+		row.State, row.Kafka, row.SQLGIDs = txntype.StatePrepared, want.Kafka, want.SQLGIDs
 	})
 }
 
 // PreparedBatch is all or nothing, as txlog's: every row must pass the compare-and-set.
-func (l fakeLog) PreparedBatch(ctx context.Context, ts []*coord.Transaction, shared []coord.SharedGID) error {
+func (l fakeLog) PreparedBatch(ctx context.Context, ts []*txntype.Transaction, shared []txntype.SharedGID) error {
 	m := l.w.call(ctx, "log.prepared_batch")
 	if err := refusal(m, "log.prepared_batch"); err != nil {
 		return err
@@ -250,13 +251,13 @@ func (l fakeLog) PreparedBatch(ctx context.Context, ts []*coord.Transaction, sha
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
 	for _, t := range ts {
-		if _, ok := l.casRow(t, coord.StateActive); !ok {
-			return fmt.Errorf("log.prepared_batch %s: %w", t.GID, coord.ErrMovedOn)
+		if _, ok := l.casRow(t, txntype.StateActive); !ok {
+			return fmt.Errorf("log.prepared_batch %s: %w", t.GID, txntype.ErrMovedOn)
 		}
 	}
 	for _, g := range shared {
 		if _, taken := l.w.shared[g.GID]; taken {
-			return fmt.Errorf("log.prepared_batch: %s registered or tombstoned: %w", g.GID, coord.ErrMovedOn)
+			return fmt.Errorf("log.prepared_batch: %s registered or tombstoned: %w", g.GID, txntype.ErrMovedOn)
 		}
 	}
 	for _, g := range shared {
@@ -265,7 +266,7 @@ func (l fakeLog) PreparedBatch(ctx context.Context, ts []*coord.Transaction, sha
 	for _, t := range ts {
 		row := l.w.rows[t.GID]
 		want := clone(t)
-		row.State, row.Kafka, row.SQLGIDs = coord.StatePrepared, want.Kafka, want.SQLGIDs
+		row.State, row.Kafka, row.SQLGIDs = txntype.StatePrepared, want.Kafka, want.SQLGIDs
 	}
 	if m == failAfter {
 		return errInjected
@@ -277,7 +278,7 @@ func (l fakeLog) PreparedBatch(ctx context.Context, ts []*coord.Transaction, sha
 }
 
 // CommittedBatch: one call; each row its own compare-and-set.
-func (l fakeLog) CommittedBatch(ctx context.Context, ts []*coord.Transaction, at time.Time) ([]bool, error) {
+func (l fakeLog) CommittedBatch(ctx context.Context, ts []*txntype.Transaction, at time.Time) ([]bool, error) {
 	done := make([]bool, len(ts))
 	m := l.w.call(ctx, "log.committed_batch")
 	if err := refusal(m, "log.committed_batch"); err != nil {
@@ -286,11 +287,11 @@ func (l fakeLog) CommittedBatch(ctx context.Context, ts []*coord.Transaction, at
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
 	for i, t := range ts {
-		row, ok := l.casRow(t, coord.StatePrepared)
+		row, ok := l.casRow(t, txntype.StatePrepared)
 		if !ok {
 			continue
 		}
-		row.State = coord.StateCommitted
+		row.State = txntype.StateCommitted
 		stamp(row, at)
 		done[i] = true
 	}
@@ -306,17 +307,17 @@ func (l fakeLog) CommittedBatch(ctx context.Context, ts []*coord.Transaction, at
 }
 
 // stamp sets a row's updated_at and finished_at to at, as the log does (zero: now).
-func stamp(row *coord.Transaction, at time.Time) {
+func stamp(row *txntype.Transaction, at time.Time) {
 	if at.IsZero() {
 		at = time.Now()
 	}
 	row.UpdatedAt, row.FinishedAt = at, &at
 }
 
-func (l fakeLog) Committed(ctx context.Context, t *coord.Transaction, at time.Time) error {
+func (l fakeLog) Committed(ctx context.Context, t *txntype.Transaction, at time.Time) error {
 	want := clone(t)
-	return l.cas(ctx, "log.committed", t, func(row *coord.Transaction) {
-		row.State, row.Error = coord.StateCommitted, want.Error
+	return l.cas(ctx, "log.committed", t, func(row *txntype.Transaction) {
+		row.State, row.Error = txntype.StateCommitted, want.Error
 		if want.Kafka != nil {
 			row.Kafka = want.Kafka
 		}
@@ -324,9 +325,9 @@ func (l fakeLog) Committed(ctx context.Context, t *coord.Transaction, at time.Ti
 	})
 }
 
-func (l fakeLog) Transition(ctx context.Context, t *coord.Transaction, to coord.State) error {
+func (l fakeLog) Transition(ctx context.Context, t *txntype.Transaction, to txntype.State) error {
 	want := clone(t)
-	return l.cas(ctx, "log."+string(to), t, func(row *coord.Transaction) {
+	return l.cas(ctx, "log."+string(to), t, func(row *txntype.Transaction) {
 		row.State, row.Error = to, want.Error
 		if want.Kafka != nil {
 			row.Kafka = want.Kafka
@@ -334,7 +335,7 @@ func (l fakeLog) Transition(ctx context.Context, t *coord.Transaction, to coord.
 	})
 }
 
-func (l fakeLog) Claim(ctx context.Context, t *coord.Transaction, by coord.Fence, to coord.State) error {
+func (l fakeLog) Claim(ctx context.Context, t *txntype.Transaction, by txntype.Fence, to txntype.State) error {
 	m := l.w.call(ctx, "log.claim")
 	if err := refusal(m, "log.claim"); err != nil {
 		return err
@@ -344,7 +345,7 @@ func (l fakeLog) Claim(ctx context.Context, t *coord.Transaction, by coord.Fence
 	row, ok := l.w.rows[t.GID]
 	if !ok || row.State != t.State || row.Owner != t.Owner || row.OwnerEpoch != t.OwnerEpoch ||
 		l.w.epochs[by.Instance] != by.Epoch {
-		return fmt.Errorf("claim %s: %w", t.GID, coord.ErrMovedOn)
+		return fmt.Errorf("claim %s: %w", t.GID, txntype.ErrMovedOn)
 	}
 	row.State, row.Owner, row.OwnerEpoch = to, by.Instance, by.Epoch
 	if m == failAfter {
@@ -355,14 +356,14 @@ func (l fakeLog) Claim(ctx context.Context, t *coord.Transaction, by coord.Fence
 }
 
 // ClaimMany: one call; each row its own compare-and-set, as Claim's.
-func (l fakeLog) ClaimMany(ctx context.Context, ts []*coord.Transaction, by coord.Fence) ([]*coord.Transaction, error) {
+func (l fakeLog) ClaimMany(ctx context.Context, ts []*txntype.Transaction, by txntype.Fence) ([]*txntype.Transaction, error) {
 	m := l.w.call(ctx, "log.claim")
 	if err := refusal(m, "log.claim"); err != nil {
 		return nil, err
 	}
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
-	var claimed []*coord.Transaction
+	var claimed []*txntype.Transaction
 	for _, t := range ts {
 		to, ok := coord.ClaimState(t.State)
 		if !ok {
@@ -382,7 +383,7 @@ func (l fakeLog) ClaimMany(ctx context.Context, ts []*coord.Transaction, by coor
 	return claimed, nil
 }
 
-func (l fakeLog) Get(ctx context.Context, id string) (*coord.Transaction, error) {
+func (l fakeLog) Get(ctx context.Context, id string) (*txntype.Transaction, error) {
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
 	for _, r := range l.w.rows {
@@ -390,28 +391,28 @@ func (l fakeLog) Get(ctx context.Context, id string) (*coord.Transaction, error)
 			return clone(r), nil
 		}
 	}
-	return nil, coord.ErrNotFound
+	return nil, txntype.ErrNotFound
 }
 
-// fakeSQL implements coord.SQL: prepared transactions and marker rows.
+// fakeSQL implements txntype.SQL: prepared transactions and marker rows.
 type fakeSQL struct{ w *world }
 
 func (s fakeSQL) Has(string) bool { return true }
 
-func (s fakeSQL) Run(ctx context.Context, db string, stmts []coord.Statement, gid string, onePhase bool, _ func()) ([]coord.SQLResult, error) {
+func (s fakeSQL) Run(ctx context.Context, db string, stmts []txntype.Statement, gid string, onePhase bool, _ func()) ([]txntype.SQLResult, error) {
 	m := s.w.call(ctx, "sql.run")
 	if m == failBefore {
-		return nil, &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable, Unavailable: true, Err: errInjected}
+		return nil, &txntype.Failure{Participant: "sql:" + db, Class: txntype.ClassRetriable, Unavailable: true, Err: errInjected}
 	}
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
 	s.w.needRow("sql.run", strings.TrimPrefix(strings.TrimSuffix(gid, "@"+db), "p_"))
 	if s.w.failSQL[gid] {
-		return nil, &coord.Failure{Participant: "sql:" + db, Class: coord.ClassAbortable, Err: errors.New("check constraint violated")}
+		return nil, &txntype.Failure{Participant: "sql:" + db, Class: txntype.ClassAbortable, Err: errors.New("check constraint violated")}
 	}
 	if _, fenced := s.w.markers[gid]; fenced {
 		// The marker insert meets the key: unique violation, the server says no.
-		return nil, &coord.Failure{Participant: "sql:" + db, Class: coord.ClassAbortable, Err: errors.New("duplicate marker")}
+		return nil, &txntype.Failure{Participant: "sql:" + db, Class: txntype.ClassAbortable, Err: errors.New("duplicate marker")}
 	}
 	if onePhase {
 		s.w.sqlState[gid], s.w.markers[gid] = "committed", true
@@ -422,21 +423,21 @@ func (s fakeSQL) Run(ctx context.Context, db string, stmts []coord.Statement, gi
 	if m == failAfter {
 		err := error(errInjected)
 		if onePhase {
-			err = fmt.Errorf("%w: %w", coord.ErrCommitUnknown, err)
+			err = fmt.Errorf("%w: %w", txntype.ErrCommitUnknown, err)
 		}
-		return nil, &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable, Err: err}
+		return nil, &txntype.Failure{Participant: "sql:" + db, Class: txntype.ClassRetriable, Err: err}
 	}
-	return make([]coord.SQLResult, len(stmts)), nil
+	return make([]txntype.SQLResult, len(stmts)), nil
 }
 
 // RunShared: member i's statements fail when its own gid is in failSQL (it is left out); the
 // shared transaction is prepared with the rest. Every gid of a member's work is recorded in
 // sqlWork, so a test can follow where each request's SQL ended up.
-func (s fakeSQL) RunShared(ctx context.Context, db string, members [][]coord.Statement, gid string, _ func()) coord.SharedRun {
-	out := coord.SharedRun{Results: make([][]coord.SQLResult, len(members)), Excluded: make([]error, len(members))}
+func (s fakeSQL) RunShared(ctx context.Context, db string, members [][]txntype.Statement, gid string, _ func()) txntype.SharedRun {
+	out := txntype.SharedRun{Results: make([][]txntype.SQLResult, len(members)), Excluded: make([]error, len(members))}
 	m := s.w.call(ctx, "sql.run_shared")
 	if m == failBefore {
-		out.Err = &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable, Unavailable: true, Err: errInjected}
+		out.Err = &txntype.Failure{Participant: "sql:" + db, Class: txntype.ClassRetriable, Unavailable: true, Err: errInjected}
 		return out
 	}
 	s.w.mu.Lock()
@@ -445,20 +446,20 @@ func (s fakeSQL) RunShared(ctx context.Context, db string, members [][]coord.Sta
 		s.w.needRow("sql.run_shared", stmts[0].Args[0].(string))
 		own := "p_" + stmts[0].Args[0].(string) + "@" + db // batchRequest's first argument: its id
 		if s.w.failSQL[own] {
-			out.Excluded[i] = &coord.Failure{Participant: "sql:" + db, Class: coord.ClassAbortable, Err: errors.New("check constraint violated")}
+			out.Excluded[i] = &txntype.Failure{Participant: "sql:" + db, Class: txntype.ClassAbortable, Err: errors.New("check constraint violated")}
 			continue
 		}
-		out.Results[i] = make([]coord.SQLResult, len(stmts))
+		out.Results[i] = make([]txntype.SQLResult, len(stmts))
 		s.w.sqlWork[own] = append(s.w.sqlWork[own], gid)
 	}
 	if s.w.mayLand {
-		out.Err = &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable,
-			Err: fmt.Errorf("%w: %w", coord.ErrPrepareMayLand, errInjected)}
+		out.Err = &txntype.Failure{Participant: "sql:" + db, Class: txntype.ClassRetriable,
+			Err: fmt.Errorf("%w: %w", txntype.ErrPrepareMayLand, errInjected)}
 		return out
 	}
 	s.w.sqlState[gid] = "prepared"
 	if m == failAfter {
-		out.Err = &coord.Failure{Participant: "sql:" + db, Class: coord.ClassRetriable, Err: errInjected}
+		out.Err = &txntype.Failure{Participant: "sql:" + db, Class: txntype.ClassRetriable, Err: errInjected}
 	}
 	return out
 }
@@ -478,7 +479,7 @@ func (w *world) lands() {
 	defer w.mu.Unlock()
 	for _, gids := range w.sqlWork {
 		for _, g := range gids {
-			if coord.IsSharedGID("p", g) && w.sqlState[g] == "" {
+			if txntype.IsSharedGID("p", g) && w.sqlState[g] == "" {
 				w.sqlState[g] = "prepared"
 			}
 		}
@@ -503,9 +504,9 @@ func (s fakeSQL) finish(ctx context.Context, op, gid string, commit bool) error 
 		// Gone (or never prepared): the marker row says how it ended.
 		if committed := s.w.markers[gid]; committed != commit {
 			if committed {
-				return fmt.Errorf("%w: %s was committed by someone else", coord.ErrHeuristic, gid)
+				return fmt.Errorf("%w: %s was committed by someone else", txntype.ErrHeuristic, gid)
 			}
-			return fmt.Errorf("%w: %s was rolled back by someone else", coord.ErrHeuristic, gid)
+			return fmt.Errorf("%w: %s was rolled back by someone else", txntype.ErrHeuristic, gid)
 		}
 	}
 	if m == failAfter {
@@ -547,12 +548,12 @@ func (s fakeSQL) SettleOnePhase(ctx context.Context, _, gid string) (bool, error
 	return ok && committed, nil
 }
 
-// fakeKafka implements coord.Kafka: one transaction per producer id.
+// fakeKafka implements txntype.Kafka: one transaction per producer id.
 type fakeKafka struct{ w *world }
 
-func (k fakeKafka) Acquire(ctx context.Context) (coord.KafkaTxn, error) {
+func (k fakeKafka) Acquire(ctx context.Context) (txntype.KafkaTxn, error) {
 	if k.w.call(ctx, "kafka.acquire") != pass {
-		return nil, &coord.Failure{Participant: "kafka", Class: coord.ClassRetriable, Unavailable: true, Err: errInjected}
+		return nil, &txntype.Failure{Participant: "kafka", Class: txntype.ClassRetriable, Unavailable: true, Err: errInjected}
 	}
 	k.w.mu.Lock()
 	defer k.w.mu.Unlock()
@@ -563,7 +564,7 @@ func (k fakeKafka) Acquire(ctx context.Context) (coord.KafkaTxn, error) {
 func (k fakeKafka) end(ctx context.Context, op string, pid int64, commit bool) error {
 	m := k.w.call(ctx, op)
 	if m == failBefore {
-		return &coord.Failure{Participant: "kafka", Class: coord.ClassRetriable, Err: errInjected}
+		return &txntype.Failure{Participant: "kafka", Class: txntype.ClassRetriable, Err: errInjected}
 	}
 	k.w.mu.Lock()
 	defer k.w.mu.Unlock()
@@ -573,28 +574,28 @@ func (k fakeKafka) end(ctx context.Context, op string, pid int64, commit bool) e
 	case st == "open":
 		k.w.kafkaTxns[pid] = "aborted"
 	case st == "aborted" && commit:
-		return coord.ErrKafkaAborted
+		return txntype.ErrKafkaAborted
 	case st == "committed" && !commit:
 		return errors.New("kafka: already committed")
 	}
 	if m == failAfter {
-		return &coord.Failure{Participant: "kafka", Class: coord.ClassRetriable, Err: errInjected}
+		return &txntype.Failure{Participant: "kafka", Class: txntype.ClassRetriable, Err: errInjected}
 	}
 	return nil
 }
 
-func (k fakeKafka) CheckSizes(context.Context, []coord.Record) error { return nil }
+func (k fakeKafka) CheckSizes(context.Context, []txntype.Record) error { return nil }
 
-func (k fakeKafka) CheckRecords(ctx context.Context, recs []coord.Record) error {
+func (k fakeKafka) CheckRecords(ctx context.Context, recs []txntype.Record) error {
 	for _, r := range recs {
 		if r.Topic == "missing" {
-			return &coord.Failure{Participant: "kafka", Class: coord.ClassInvalidConfig, Err: errors.New("unknown topic missing")}
+			return &txntype.Failure{Participant: "kafka", Class: txntype.ClassInvalidConfig, Err: errors.New("unknown topic missing")}
 		}
 	}
 	return nil
 }
 
-func (k fakeKafka) EndTxn(ctx context.Context, ids coord.KafkaIDs, commit bool) error {
+func (k fakeKafka) EndTxn(ctx context.Context, ids txntype.KafkaIDs, commit bool) error {
 	return k.end(ctx, "kafka.endtxn", ids.ProducerID, commit)
 }
 
@@ -606,9 +607,9 @@ type fakeTxn struct {
 
 func (t *fakeTxn) TransactionalID() string { return fmt.Sprintf("tid-%d", t.pid) }
 
-func (t *fakeTxn) Begin(ctx context.Context, recs []coord.Record) error {
+func (t *fakeTxn) Begin(ctx context.Context, recs []txntype.Record) error {
 	if t.k.w.call(ctx, "kafka.begin") != pass {
-		return &coord.Failure{Participant: "kafka", Class: coord.ClassAbortable, Err: errInjected}
+		return &txntype.Failure{Participant: "kafka", Class: txntype.ClassAbortable, Err: errInjected}
 	}
 	t.k.w.mu.Lock()
 	defer t.k.w.mu.Unlock()
@@ -621,7 +622,7 @@ func (t *fakeTxn) Begin(ctx context.Context, recs []coord.Record) error {
 	return nil
 }
 
-func values(recs []coord.Record) []string {
+func values(recs []txntype.Record) []string {
 	var vs []string
 	for _, r := range recs {
 		if r.Value != nil {
@@ -632,9 +633,9 @@ func values(recs []coord.Record) []string {
 	return vs
 }
 
-func (t *fakeTxn) Add(ctx context.Context, recs []coord.Record) error {
+func (t *fakeTxn) Add(ctx context.Context, recs []txntype.Record) error {
 	if t.k.w.call(ctx, "kafka.add") != pass {
-		return &coord.Failure{Participant: "kafka", Class: coord.ClassAbortable, Err: errInjected}
+		return &txntype.Failure{Participant: "kafka", Class: txntype.ClassAbortable, Err: errInjected}
 	}
 	t.k.w.mu.Lock()
 	defer t.k.w.mu.Unlock()
@@ -646,15 +647,15 @@ func (t *fakeTxn) Add(ctx context.Context, recs []coord.Record) error {
 	return nil
 }
 
-func (t *fakeTxn) Prepare(ctx context.Context) (coord.KafkaState, error) {
+func (t *fakeTxn) Prepare(ctx context.Context) (txntype.KafkaState, error) {
 	if t.k.w.call(ctx, "kafka.flush") != pass {
-		return coord.KafkaState{}, &coord.Failure{Participant: "kafka", Class: coord.ClassAbortable, Err: errInjected}
+		return txntype.KafkaState{}, &txntype.Failure{Participant: "kafka", Class: txntype.ClassAbortable, Err: errInjected}
 	}
-	offsets := make([]coord.RecordOffset, t.recs)
+	offsets := make([]txntype.RecordOffset, t.recs)
 	for i := range offsets {
-		offsets[i] = coord.RecordOffset{Topic: "t", Offset: t.pid*1000 + int64(i)}
+		offsets[i] = txntype.RecordOffset{Topic: "t", Offset: t.pid*1000 + int64(i)}
 	}
-	return coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: t.TransactionalID(), ProducerID: t.pid}, Records: offsets}, nil
+	return txntype.KafkaState{KafkaIDs: txntype.KafkaIDs{TransactionalID: t.TransactionalID(), ProducerID: t.pid}, Records: offsets}, nil
 }
 
 func (t *fakeTxn) Commit(ctx context.Context) error { return t.k.end(ctx, "kafka.commit", t.pid, true) }
@@ -662,14 +663,14 @@ func (t *fakeTxn) Abort(ctx context.Context) error  { return t.k.end(ctx, "kafka
 
 // CommitOffsets puts the offsets into the transaction; a failing call is the group refusing a
 // fenced member.
-func (t *fakeTxn) CommitOffsets(ctx context.Context, oc *coord.OffsetCommit) error {
+func (t *fakeTxn) CommitOffsets(ctx context.Context, oc *txntype.OffsetCommit) error {
 	if t.k.w.call(ctx, "kafka.offsets") != pass {
-		return &coord.Failure{Participant: coord.ParticipantKafkaGroup, Class: coord.ClassFenced, Err: errInjected}
+		return &txntype.Failure{Participant: txntype.ParticipantKafkaGroup, Class: txntype.ClassFenced, Err: errInjected}
 	}
 	t.k.w.mu.Lock()
 	defer t.k.w.mu.Unlock()
 	if t.k.w.kafkaOffsets == nil {
-		t.k.w.kafkaOffsets = map[int64]*coord.OffsetCommit{}
+		t.k.w.kafkaOffsets = map[int64]*txntype.OffsetCommit{}
 	}
 	t.k.w.kafkaTxns[t.pid] = "open"
 	t.k.w.kafkaOffsets[t.pid] = oc
@@ -683,15 +684,15 @@ func (t *fakeTxn) Release(keep bool) {
 }
 
 // ownership is a fixed fence.
-type ownership struct{ f coord.Fence }
+type ownership struct{ f txntype.Fence }
 
-func (o ownership) Fence() (coord.Fence, error) { return o.f, nil }
+func (o ownership) Fence() (txntype.Fence, error) { return o.f, nil }
 
 // snapshot copies what the checks read.
-func (w *world) snapshot() (rows map[string]*coord.Transaction, sqlState map[string]string, markers map[string]bool, kafka map[int64]string) {
+func (w *world) snapshot() (rows map[string]*txntype.Transaction, sqlState map[string]string, markers map[string]bool, kafka map[int64]string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	rows = map[string]*coord.Transaction{}
+	rows = map[string]*txntype.Transaction{}
 	for g, r := range w.rows {
 		rows[g] = clone(r)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // The answer does not wait for the final write of a commit.
@@ -40,7 +42,7 @@ type finals struct {
 
 // finalStamp is the time a committed answer says: now, at microsecond precision (what
 // PostgreSQL stores), and after every stamp the row already has, in its time zone.
-func finalStamp(ts ...*Transaction) time.Time {
+func finalStamp(ts ...*txntype.Transaction) time.Time {
 	at := time.Now().Truncate(time.Microsecond)
 	for _, t := range ts {
 		if !at.After(t.UpdatedAt) {
@@ -55,9 +57,9 @@ func finalStamp(ts ...*Transaction) time.Time {
 
 // committedAnswer is the answer of w's transaction, committed at at, as its final write will
 // store it. A copy: the final write goes on updating w.t.
-func committedAnswer(w *work, at time.Time) *Transaction {
+func committedAnswer(w *work, at time.Time) *txntype.Transaction {
 	a := *w.t
-	a.State, a.UpdatedAt, a.FinishedAt = StateCommitted, at, &at
+	a.State, a.UpdatedAt, a.FinishedAt = txntype.StateCommitted, at, &at
 	return &a
 }
 
@@ -81,8 +83,8 @@ func (c *Coordinator) finalDone(w *work, p *pendingFinal) {
 }
 
 // answerCommitted answers w committed now and writes the final row behind the answer.
-func (c *Coordinator) answerCommitted(w *work) (*Transaction, error) {
-	c.fault(FaultBeforeFinalLog)
+func (c *Coordinator) answerCommitted(w *work) (*txntype.Transaction, error) {
+	c.fault(txntype.FaultBeforeFinalLog)
 	if w.answered {
 		// Answered at its decision (D1): this is the goroutine behind that answer, which holds
 		// the hand-off; the write is its last step.
@@ -112,7 +114,7 @@ func (c *Coordinator) answerCommitted(w *work) (*Transaction, error) {
 func (c *Coordinator) finalStep(ctx context.Context) (context.Context, step) {
 	ctx, st := c.step(ctx, PhaseLogFinal, SpanLogFinal)
 	if st.span.IsRecording() {
-		st.span.SetAttributes(AttrState.String(string(StateCommitted)))
+		st.span.SetAttributes(AttrState.String(string(txntype.StateCommitted)))
 	}
 	return ctx, st
 }
@@ -125,7 +127,7 @@ func (c *Coordinator) writeCommitted(ctx context.Context, st step, w *work, at t
 	err := c.log.Committed(ctx, w.t, at)
 	st.end(err)
 	switch {
-	case errors.Is(err, ErrMovedOn):
+	case errors.Is(err, txntype.ErrMovedOn):
 		// A resolver claimed it (and finds it committed), or an earlier copy of this write
 		// landed although its answer was lost (a batch's).
 		c.cfg.Logger.Warn("row moved on before its committed write; left to its resolver",
@@ -133,7 +135,7 @@ func (c *Coordinator) writeCommitted(ctx context.Context, st step, w *work, at t
 		c.quarantineID(w)
 	case err != nil:
 		c.cfg.Logger.Error("final log write failed; recovery completes it", "gid", w.t.GID,
-			"state", StateCommitted, "error", err)
+			"state", txntype.StateCommitted, "error", err)
 		c.quarantineID(w)
 	case w.ktx != nil:
 		w.ktx.Release(true)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // heldLog is the fake log with its committed writes held until hold is closed; fail makes them
@@ -23,7 +24,7 @@ type heldLog struct {
 	fail    bool
 }
 
-func (l heldLog) Committed(ctx context.Context, t *coord.Transaction, at time.Time) error {
+func (l heldLog) Committed(ctx context.Context, t *txntype.Transaction, at time.Time) error {
 	l.entered <- t.GID
 	<-l.hold
 	if l.fail {
@@ -32,7 +33,7 @@ func (l heldLog) Committed(ctx context.Context, t *coord.Transaction, at time.Ti
 	return l.fakeLog.Committed(ctx, t, at)
 }
 
-func (l heldLog) CommittedBatch(ctx context.Context, ts []*coord.Transaction, at time.Time) ([]bool, error) {
+func (l heldLog) CommittedBatch(ctx context.Context, ts []*txntype.Transaction, at time.Time) ([]bool, error) {
 	l.entered <- "batch"
 	<-l.hold
 	if l.fail {
@@ -49,43 +50,43 @@ func TestCommitAnsweredBeforeFinalWrite(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string
-		req      coord.Request
+		req      txntype.Request
 		fail     bool
-		wantRow  coord.State // after the write ended
-		wantKeep bool        // the id's release (keep)
+		wantRow  txntype.State // after the write ended
+		wantKeep bool          // the id's release (keep)
 	}{
-		{"two-phase", twoDBsAndKafka("x"), false, coord.StateCommitted, true},
-		{"two-phase, the write fails", twoDBsAndKafka("x"), true, coord.StatePrepared, false},
-		{"one-phase", coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}}, false, coord.StateCommitted, false},
-		{"one-phase, the write fails", coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}}, true, coord.StateActive, false},
+		{"two-phase", twoDBsAndKafka("x"), false, txntype.StateCommitted, true},
+		{"two-phase, the write fails", twoDBsAndKafka("x"), true, txntype.StatePrepared, false},
+		{"one-phase", txntype.Request{ID: "x", SQL: []txntype.Statement{stmt("INSERT INTO t VALUES (1)")}}, false, txntype.StateCommitted, false},
+		{"one-phase, the write fails", txntype.Request{ID: "x", SQL: []txntype.Statement{stmt("INSERT INTO t VALUES (1)")}}, true, txntype.StateActive, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld()
 			log := heldLog{fakeLog: fakeLog{w}, hold: make(chan struct{}), entered: make(chan string, 8), fail: tc.fail}
-			var k coord.Kafka
+			var k txntype.Kafka
 			if len(tc.req.Kafka) > 0 {
 				k = fakeKafka{w}
 			}
 			c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", Logger: slog.New(slog.DiscardHandler),
-				Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}}, log, k, fakeSQL{w})
+				Ownership: ownership{txntype.Fence{Instance: "a", Epoch: 1}}}, log, k, fakeSQL{w})
 
 			answer, err := c.Execute(context.Background(), tc.req)
 			require.NoError(t, err, "answered while the final write is held")
-			require.Equal(t, coord.StateCommitted, answer.State)
+			require.Equal(t, txntype.StateCommitted, answer.State)
 			require.NotNil(t, answer.FinishedAt)
 			assert.Equal(t, answer.UpdatedAt, *answer.FinishedAt)
 			require.Equal(t, "p_x", <-log.entered, "the final write has started")
 			assert.True(t, c.InFlight("p_x"), "in flight until the write ends: recovery leaves it alone")
 			assertReleases(t, w, nil, "the id stays leased until the write ends (I1)")
 
-			got := make(chan *coord.Transaction, 1)
+			got := make(chan *txntype.Transaction, 1)
 			go func() {
 				row, err := c.Get(context.Background(), "x")
 				assert.NoError(t, err)
 				got <- row
 			}()
-			again := make(chan *coord.Transaction, 1)
+			again := make(chan *txntype.Transaction, 1)
 			go func() {
 				row, _ := c.Execute(context.Background(), tc.req)
 				again <- row
@@ -121,7 +122,7 @@ func TestBatchAnsweredBeforeFinalWrite(t *testing.T) {
 	w := newWorld()
 	log := heldLog{fakeLog: fakeLog{w}, hold: make(chan struct{}), entered: make(chan string, 8)}
 	c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", FinishTimeout: time.Second,
-		Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}, Logger: slog.New(slog.DiscardHandler),
+		Ownership: ownership{txntype.Fence{Instance: "a", Epoch: 1}}, Logger: slog.New(slog.DiscardHandler),
 		Batch: coord.BatchConfig{MaxMembers: 8, Concurrency: 1}}, log, fakeKafka{w}, fakeSQL{w})
 	c.ShareAlways()
 	release := c.HoldBatchSlots()
@@ -131,7 +132,7 @@ func TestBatchAnsweredBeforeFinalWrite(t *testing.T) {
 	for i := range members {
 		wg.Go(func() {
 			txn, err := c.Execute(context.Background(), batchRequest(fmt.Sprintf("r%d", i)))
-			if err == nil && txn.State != coord.StateCommitted {
+			if err == nil && txn.State != txntype.StateCommitted {
 				err = fmt.Errorf("answered %s", txn.State)
 			}
 			answers <- err
@@ -147,7 +148,7 @@ func TestBatchAnsweredBeforeFinalWrite(t *testing.T) {
 	rows, _, _, _ := w.snapshot()
 	for i := range members {
 		gid := fmt.Sprintf("p_r%d", i)
-		assert.Equal(t, coord.StatePrepared, rows[gid].State, "%s: not yet logged committed", gid)
+		assert.Equal(t, txntype.StatePrepared, rows[gid].State, "%s: not yet logged committed", gid)
 		assert.True(t, c.InFlight(gid), gid)
 	}
 	assertReleases(t, w, nil, "the shared id stays leased until the write ends")
@@ -156,7 +157,7 @@ func TestBatchAnsweredBeforeFinalWrite(t *testing.T) {
 	rows, _, _, _ = w.snapshot()
 	for i := range members {
 		gid := fmt.Sprintf("p_r%d", i)
-		assert.Equal(t, coord.StateCommitted, rows[gid].State, gid)
+		assert.Equal(t, txntype.StateCommitted, rows[gid].State, gid)
 		assert.False(t, c.InFlight(gid), gid)
 	}
 	assertReleases(t, w, []bool{true}, "one release of the shared id, kept")

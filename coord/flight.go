@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Requests in flight on this instance, by gid.
@@ -24,15 +26,15 @@ import (
 // flight is one request id in flight on this instance.
 type flight struct {
 	digest []byte
-	req    Transaction   // the request as boarded: GET shows it before its row is logged
-	since  time.Time     // when it was boarded
-	done   chan struct{} // closed when the run has left the in-flight set
+	req    txntype.Transaction // the request as boarded: GET shows it before its row is logged
+	since  time.Time           // when it was boarded
+	done   chan struct{}       // closed when the run has left the in-flight set
 }
 
 // board puts the request with gid and digest in flight: mine is its flight, or nil when
 // another run of the id is in flight, whose outcome then answers the request (err, or nil when
 // that run ended and the request may go on as a repeat of the id: board again).
-func (c *Coordinator) board(ctx context.Context, t *Transaction) (mine *flight, err error) {
+func (c *Coordinator) board(ctx context.Context, t *txntype.Transaction) (mine *flight, err error) {
 	gid := t.GID
 	f := &flight{digest: t.Digest, req: *t, since: time.Now(), done: make(chan struct{})}
 	v, busy := c.inflight.LoadOrStore(gid, f)
@@ -42,16 +44,16 @@ func (c *Coordinator) board(ctx context.Context, t *Transaction) (mine *flight, 
 	other, ok := v.(*flight)
 	if !ok {
 		// Not a request's gid (a shared transaction's, sharedsql.go): never a request id's.
-		return nil, &OutcomeError{Sentinel: ErrInDoubt, Txn: unlogged(t), Cause: fmt.Errorf("%s is in flight on this instance", gid)}
+		return nil, &txntype.OutcomeError{Sentinel: txntype.ErrInDoubt, Txn: unlogged(t), Cause: fmt.Errorf("%s is in flight on this instance", gid)}
 	}
 	if !bytes.Equal(other.digest, t.Digest) {
-		return nil, ErrIDConflict
+		return nil, txntype.ErrIDConflict
 	}
 	select {
 	case <-other.done:
 		return nil, nil
 	case <-ctx.Done():
-		return nil, &OutcomeError{Sentinel: ErrInDoubt, Txn: unlogged(t), Cause: fmt.Errorf(
+		return nil, &txntype.OutcomeError{Sentinel: txntype.ErrInDoubt, Txn: unlogged(t), Cause: fmt.Errorf(
 			"%s is in flight on this instance and its outcome was not known within this request's budget: %w",
 			gid, context.Cause(ctx))}
 	}
@@ -59,7 +61,7 @@ func (c *Coordinator) board(ctx context.Context, t *Transaction) (mine *flight, 
 
 // inFlightView is the request with gid in flight on this instance, as GET shows it while its
 // row is not logged yet (active, since it was boarded); ok is false when none is.
-func (c *Coordinator) inFlightView(gid string) (t *Transaction, ok bool) {
+func (c *Coordinator) inFlightView(gid string) (t *txntype.Transaction, ok bool) {
 	v, ok := c.inflight.Load(gid)
 	if !ok {
 		return nil, false
@@ -70,7 +72,7 @@ func (c *Coordinator) inFlightView(gid string) (t *Transaction, ok bool) {
 	}
 	a := f.req
 	at := f.since.Truncate(time.Microsecond)
-	a.State, a.CreatedAt, a.UpdatedAt = StateActive, at, at
+	a.State, a.CreatedAt, a.UpdatedAt = txntype.StateActive, at, at
 	return &a, true
 }
 
@@ -82,9 +84,9 @@ func (c *Coordinator) land(gid string, f *flight) {
 
 // unlogged is the answer's view of t, a request whose row this request did not see logged: the
 // row as it would be logged (active, stamped now). A 202 always carries a transaction.
-func unlogged(t *Transaction) *Transaction {
+func unlogged(t *txntype.Transaction) *txntype.Transaction {
 	a := *t
 	now := time.Now().Truncate(time.Microsecond)
-	a.State, a.CreatedAt, a.UpdatedAt = StateActive, now, now
+	a.State, a.CreatedAt, a.UpdatedAt = txntype.StateActive, now, now
 	return &a
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // beginHeldLog holds every Begin until release is closed, telling entered when one arrives.
@@ -19,7 +20,7 @@ type beginHeldLog struct {
 	release chan struct{}
 }
 
-func (l beginHeldLog) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transaction, bool, error) {
+func (l beginHeldLog) Begin(ctx context.Context, t *txntype.Transaction) (*txntype.Transaction, bool, error) {
 	l.entered <- struct{}{}
 	<-l.release
 	return l.fakeLog.Begin(ctx, t)
@@ -36,17 +37,17 @@ func TestSecondSubmitWhileBeginInFlight(t *testing.T) {
 			t.Parallel()
 			w := newWorld()
 			log := beginHeldLog{fakeLog: fakeLog{w}, entered: make(chan struct{}, 4), release: make(chan struct{})}
-			var k coord.Kafka
+			var k txntype.Kafka
 			if len(sh.req.Kafka) > 0 {
 				k = fakeKafka{w}
 			}
 			c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", Logger: slog.New(slog.DiscardHandler),
-				DefaultTimeout: 5 * time.Second, Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}},
+				DefaultTimeout: 5 * time.Second, Ownership: ownership{txntype.Fence{Instance: "a", Epoch: 1}}},
 				log, k, fakeSQL{w})
 			req := sh.req
 			req.ID = "x"
 			type result struct {
-				t   *coord.Transaction
+				t   *txntype.Transaction
 				err error
 			}
 			first := make(chan result, 1)
@@ -60,19 +61,19 @@ func TestSecondSubmitWhileBeginInFlight(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			_, err := c.Execute(ctx, cloneReq(req))
 			cancel()
-			require.ErrorIs(t, err, coord.ErrInDoubt)
-			assert.NotErrorIs(t, err, coord.ErrUnavailable)
-			var oe *coord.OutcomeError
+			require.ErrorIs(t, err, txntype.ErrInDoubt)
+			assert.NotErrorIs(t, err, txntype.ErrUnavailable)
+			var oe *txntype.OutcomeError
 			require.ErrorAs(t, err, &oe)
 			require.NotNil(t, oe.Txn, "a 202 carries the transaction")
-			assert.Equal(t, coord.StateActive, oe.Txn.State)
+			assert.Equal(t, txntype.StateActive, oe.Txn.State)
 			assert.Equal(t, "p_x", oe.Txn.GID)
 
 			// Another body under the same id: 422 at once.
 			other := cloneReq(req)
 			other.SQL = append(other.SQL, stmt("INSERT INTO t VALUES (2)"))
 			_, err = c.Execute(context.Background(), other)
-			require.ErrorIs(t, err, coord.ErrIDConflict)
+			require.ErrorIs(t, err, txntype.ErrIDConflict)
 
 			// It waits for the first run's outcome, and answers it.
 			second := make(chan result, 1)
@@ -92,7 +93,7 @@ func TestSecondSubmitWhileBeginInFlight(t *testing.T) {
 			require.NoError(t, r1.err)
 			r2 := <-second
 			require.NoError(t, r2.err)
-			assert.Equal(t, coord.StateCommitted, r2.t.State)
+			assert.Equal(t, txntype.StateCommitted, r2.t.State)
 			assert.Equal(t, r1.t.GID, r2.t.GID)
 			require.NoError(t, c.WaitFinals(context.Background()))
 			assert.False(t, c.InFlight("p_x"))
@@ -101,8 +102,8 @@ func TestSecondSubmitWhileBeginInFlight(t *testing.T) {
 }
 
 // cloneReq is a request of its own (Validate fills in defaults).
-func cloneReq(r coord.Request) coord.Request {
-	r.SQL = append([]coord.Statement(nil), r.SQL...)
-	r.Kafka = append([]coord.Record(nil), r.Kafka...)
+func cloneReq(r txntype.Request) txntype.Request {
+	r.SQL = append([]txntype.Statement(nil), r.SQL...)
+	r.Kafka = append([]txntype.Record(nil), r.Kafka...)
 	return r
 }

@@ -3,6 +3,8 @@ package coord
 import (
 	"context"
 	"time"
+
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Joining while the row is logged (docs/batching.md section 12.6). A request whose SQL will run in
@@ -44,7 +46,7 @@ func WithJoinedBegin(ctx context.Context, sealed <-chan struct{}) context.Contex
 // else to do until its leader answers (a goroutine per request cost about 15 µs of stack growth
 // under load); only a leader, which goes on to wait for a slot, logs its row on a goroutine of
 // its own. Either way the row is being logged while the batch waits for its slot.
-func (c *Coordinator) runJoined(ctx context.Context, w *work, budget time.Duration) (t *Transaction, ran bool, err error) {
+func (c *Coordinator) runJoined(ctx context.Context, w *work, budget time.Duration) (t *txntype.Transaction, ran bool, err error) {
 	m := &member{ctx: ctx, w: w, done: make(chan struct{}), sqlShared: true, begun: make(chan struct{})}
 	begin := func(bctx context.Context) {
 		m.begin = c.begin(bctx, w, budget)

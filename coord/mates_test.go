@@ -6,17 +6,18 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 func TestMates(t *testing.T) {
 	t.Parallel()
-	ids := func(tid string, pid int64, epoch int16) *coord.KafkaState {
-		return &coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: tid, ProducerID: pid, ProducerEpoch: epoch}}
+	ids := func(tid string, pid int64, epoch int16) *txntype.KafkaState {
+		return &txntype.KafkaState{KafkaIDs: txntype.KafkaIDs{TransactionalID: tid, ProducerID: pid, ProducerEpoch: epoch}}
 	}
-	row := func(gid string, st coord.State, k *coord.KafkaState) *coord.Transaction {
-		return &coord.Transaction{GID: gid, State: st, Kafka: k}
+	row := func(gid string, st txntype.State, k *txntype.KafkaState) *txntype.Transaction {
+		return &txntype.Transaction{GID: gid, State: st, Kafka: k}
 	}
-	gids := func(groups [][]*coord.Transaction) [][]string {
+	gids := func(groups [][]*txntype.Transaction) [][]string {
 		var out [][]string
 		for _, g := range groups {
 			var names []string
@@ -29,25 +30,25 @@ func TestMates(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		rows []*coord.Transaction
+		rows []*txntype.Transaction
 		want [][]string
 	}{
 		{"none", nil, nil},
-		{"prepared with one set of ids, in order", []*coord.Transaction{
-			row("a", coord.StatePrepared, ids("t-1", 7, 3)),
-			row("b", coord.StateActive, nil),
-			row("c", coord.StatePrepared, ids("t-1", 7, 3)),
+		{"prepared with one set of ids, in order", []*txntype.Transaction{
+			row("a", txntype.StatePrepared, ids("t-1", 7, 3)),
+			row("b", txntype.StateActive, nil),
+			row("c", txntype.StatePrepared, ids("t-1", 7, 3)),
 		}, [][]string{{"a", "c"}, {"b"}}},
-		{"another epoch is another transaction", []*coord.Transaction{
-			row("a", coord.StatePrepared, ids("t-1", 7, 3)),
-			row("b", coord.StatePrepared, ids("t-1", 7, 4)),
-			row("c", coord.StatePrepared, ids("t-2", 7, 3)),
+		{"another epoch is another transaction", []*txntype.Transaction{
+			row("a", txntype.StatePrepared, ids("t-1", 7, 3)),
+			row("b", txntype.StatePrepared, ids("t-1", 7, 4)),
+			row("c", txntype.StatePrepared, ids("t-2", 7, 3)),
 		}, [][]string{{"a"}, {"b"}, {"c"}}},
-		{"only prepared rows are grouped", []*coord.Transaction{
-			row("a", coord.StateCommitting, ids("t-1", 7, 3)),
-			row("b", coord.StateCommitting, ids("t-1", 7, 3)),
-			row("c", coord.StatePrepared, ids("", 0, 0)),
-			row("d", coord.StatePrepared, ids("", 0, 0)),
+		{"only prepared rows are grouped", []*txntype.Transaction{
+			row("a", txntype.StateCommitting, ids("t-1", 7, 3)),
+			row("b", txntype.StateCommitting, ids("t-1", 7, 3)),
+			row("c", txntype.StatePrepared, ids("", 0, 0)),
+			row("d", txntype.StatePrepared, ids("", 0, 0)),
 		}, [][]string{{"a"}, {"b"}, {"c"}, {"d"}}},
 	}
 	for _, tt := range tests {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sort"
 	"time"
+
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Phase is one measured step of a global transaction (the metrics' phase label).
@@ -56,7 +58,7 @@ func (p Phase) String() string {
 }
 
 // ClassNone is the class reported for an outcome without an error.
-const ClassNone Class = "none"
+const ClassNone txntype.Class = "none"
 
 // Observer receives the protocol's measurements (the metrics package implements it, so this
 // package does not depend on a metrics library). Calls are made on the request's goroutines,
@@ -67,7 +69,7 @@ type Observer interface {
 	// ObserveOutcome reports how a transaction run by this process ended: a final state, or,
 	// for an outcome left to recovery (202), the state the row was left in. class is the
 	// error's class, ClassNone without one.
-	ObserveOutcome(s State, class Class)
+	ObserveOutcome(s txntype.State, class txntype.Class)
 	// ObserveConfinementBreach reports that a client statement left the coordinator's
 	// transaction (ErrConfinementBreach): an alert, since the first line of defence missed it.
 	ObserveConfinementBreach()
@@ -80,11 +82,11 @@ type Observer interface {
 // nopObserver is the default Observer: it drops everything.
 type nopObserver struct{}
 
-func (nopObserver) ObservePhase(Phase, time.Duration) {}
-func (nopObserver) ObserveOutcome(State, Class)       {}
-func (nopObserver) ObserveConfinementBreach()         {}
-func (nopObserver) ObserveKafkaBatch(int)             {}
-func (nopObserver) ObserveSQLShared(int)              {}
+func (nopObserver) ObservePhase(Phase, time.Duration)           {}
+func (nopObserver) ObserveOutcome(txntype.State, txntype.Class) {}
+func (nopObserver) ObserveConfinementBreach()                   {}
+func (nopObserver) ObserveKafkaBatch(int)                       {}
+func (nopObserver) ObserveSQLShared(int)                        {}
 
 // observeSince reports the time since start for phase p; use as
 // defer c.observeSince(PhaseX, time.Now()).
@@ -93,7 +95,7 @@ func (c *Coordinator) observeSince(p Phase, start time.Time) {
 }
 
 // observeOutcome reports the outcome of a request that ran the protocol, and its total time.
-func (c *Coordinator) observeOutcome(t *Transaction, err error, start time.Time) {
+func (c *Coordinator) observeOutcome(t *txntype.Transaction, err error, start time.Time) {
 	c.cfg.Observer.ObservePhase(PhaseTotal, time.Since(start))
 	if t == nil {
 		return
@@ -103,16 +105,16 @@ func (c *Coordinator) observeOutcome(t *Transaction, err error, start time.Time)
 	case t.Error != nil && t.Error.Class != "":
 		class = t.Error.Class
 	case err != nil:
-		var oe *OutcomeError
+		var oe *txntype.OutcomeError
 		if errors.As(err, &oe) && oe.Cause != nil {
-			class = AsFailure(oe.Cause).Class
+			class = txntype.AsFailure(oe.Cause).Class
 		} else {
-			class = AsFailure(err).Class
+			class = txntype.AsFailure(err).Class
 		}
 	}
 	state := t.State
-	if state == StateCommitting && err == nil {
-		state = StateCommitted // answered at its decision (D1): its outcome is the commit
+	if state == txntype.StateCommitting && err == nil {
+		state = txntype.StateCommitted // answered at its decision (D1): its outcome is the commit
 	}
 	c.cfg.Observer.ObserveOutcome(state, class)
 }

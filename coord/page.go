@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // C1: a resolver decides prepared rows by the page. Rules.Resolve takes one row through claim,
@@ -28,8 +30,8 @@ import (
 
 // Resolved is what became of one row of a page.
 type Resolved struct {
-	T     *Transaction
-	State State // the final state logged, when Err is nil
+	T     *txntype.Transaction
+	State txntype.State // the final state logged, when Err is nil
 	// Err matching ErrMovedOn: someone else claimed or finished the row first, nothing was
 	// touched for it; any other: this attempt failed and the row is to be tried again.
 	Err error
@@ -38,11 +40,11 @@ type Resolved struct {
 // ResolvePage resolves prepared rows nobody runs, claimed for by (C1): at most parallelism
 // Kafka transactions are decided at once. Rows not in state prepared are refused with an error
 // (the caller sends them to Resolve). The result has one entry per row, in any order.
-func (r Rules) ResolvePage(ctx context.Context, ts []*Transaction, by Fence, parallelism int) []Resolved {
+func (r Rules) ResolvePage(ctx context.Context, ts []*txntype.Transaction, by txntype.Fence, parallelism int) []Resolved {
 	out := make([]Resolved, 0, len(ts))
-	var page []*Transaction
+	var page []*txntype.Transaction
 	for _, t := range ts {
-		if t.State != StatePrepared {
+		if t.State != txntype.StatePrepared {
 			out = append(out, Resolved{T: t, Err: fmt.Errorf("%s is %s, not prepared: not a page's row", t.GID, t.State)})
 			continue
 		}
@@ -66,15 +68,15 @@ func (r Rules) ResolvePage(ctx context.Context, ts []*Transaction, by Fence, par
 	}
 	for _, t := range page {
 		if !got[t.GID] {
-			out = append(out, Resolved{T: t, Err: fmt.Errorf("%s was not claimed: %w", t.GID, ErrMovedOn)})
+			out = append(out, Resolved{T: t, Err: fmt.Errorf("%s was not claimed: %w", t.GID, txntype.ErrMovedOn)})
 		}
 	}
 
 	// One EndTxn per Kafka transaction, at most parallelism at once.
 	var (
 		mu        sync.Mutex
-		committed []*Transaction // Kafka committed: phase 2 of every gid
-		alone     []*Transaction // the one-row way
+		committed []*txntype.Transaction // Kafka committed: phase 2 of every gid
+		alone     []*txntype.Transaction // the one-row way
 	)
 	sem := make(chan struct{}, max(parallelism, 1))
 	var wg sync.WaitGroup
@@ -94,7 +96,7 @@ func (r Rules) ResolvePage(ctx context.Context, ts []*Transaction, by Fence, par
 			switch {
 			case err == nil:
 				committed = append(committed, mates...)
-			case errors.Is(err, ErrKafkaAborted) || AsFailure(err).Class == ClassFenced:
+			case errors.Is(err, txntype.ErrKafkaAborted) || txntype.AsFailure(err).Class == txntype.ClassFenced:
 				alone = append(alone, mates...) // decided, but not commit: each row's own rule
 			default:
 				for _, t := range mates { // unclear: nothing decided, try later
@@ -109,7 +111,7 @@ func (r Rules) ResolvePage(ctx context.Context, ts []*Transaction, by Fence, par
 		pctx, span := startSpan(ctx, SpanSQLPhase2)
 		ok := CommitAll(pctx, r.SQL, committed)
 		EndSpan(span, nil)
-		var both []*Transaction
+		var both []*txntype.Transaction
 		for i, t := range committed {
 			if ok[i] {
 				both = append(both, t)
@@ -136,14 +138,14 @@ func (r Rules) ResolvePage(ctx context.Context, ts []*Transaction, by Fence, par
 }
 
 // endTxn is resumePrepared's EndTxn(commit) by the stored ids, traced.
-func (r Rules) endTxn(ctx context.Context, ids KafkaIDs) error {
+func (r Rules) endTxn(ctx context.Context, ids txntype.KafkaIDs) error {
 	ectx, span := startSpan(ctx, SpanEndTxn)
 	kafkaAttrs(span, ids)
 	err := r.Kafka.EndTxn(ectx, ids, true)
 	switch {
 	case err == nil && span.IsRecording():
 		span.SetAttributes(AttrDecision.String(decision(true)))
-	case errors.Is(err, ErrKafkaAborted) && span.IsRecording():
+	case errors.Is(err, txntype.ErrKafkaAborted) && span.IsRecording():
 		span.SetAttributes(AttrDecision.String(decision(false)))
 	}
 	EndSpan(span, err)
@@ -153,13 +155,13 @@ func (r Rules) endTxn(ctx context.Context, ids KafkaIDs) error {
 // logCommitted logs rows committed on every participant in one write, each row its own
 // compare-and-set; a row the write left out moved on (a takeover fenced this resolver), and a
 // failed write leaves every row prepared, to be resolved again (idempotently).
-func (r Rules) logCommitted(ctx context.Context, ts []*Transaction) []Resolved {
+func (r Rules) logCommitted(ctx context.Context, ts []*txntype.Transaction) []Resolved {
 	if len(ts) == 0 {
 		return nil
 	}
 	fctx, span := startSpan(ctx, SpanLogFinal)
 	if span.IsRecording() {
-		span.SetAttributes(AttrState.String(string(StateCommitted)))
+		span.SetAttributes(AttrState.String(string(txntype.StateCommitted)))
 	}
 	done, err := r.Log.CommittedBatch(fctx, ts, time.Time{})
 	EndSpan(span, err)
@@ -169,9 +171,9 @@ func (r Rules) logCommitted(ctx context.Context, ts []*Transaction) []Resolved {
 		case err != nil:
 			out[i] = Resolved{T: t, Err: err}
 		case done[i]:
-			out[i] = Resolved{T: t, State: StateCommitted}
+			out[i] = Resolved{T: t, State: txntype.StateCommitted}
 		default:
-			out[i] = Resolved{T: t, Err: fmt.Errorf("%s: final write: %w", t.GID, ErrMovedOn)}
+			out[i] = Resolved{T: t, Err: fmt.Errorf("%s: final write: %w", t.GID, txntype.ErrMovedOn)}
 		}
 	}
 	return out
@@ -180,18 +182,18 @@ func (r Rules) logCommitted(ctx context.Context, ts []*Transaction) []Resolved {
 // Mates groups the rows logged prepared with the same Kafka ids (the members of one shared Kafka
 // transaction, docs/batching.md) in their order of first appearance; every other row is a group
 // of its own.
-func Mates(ts []*Transaction) [][]*Transaction {
-	var groups [][]*Transaction
-	index := map[KafkaIDs]int{}
+func Mates(ts []*txntype.Transaction) [][]*txntype.Transaction {
+	var groups [][]*txntype.Transaction
+	index := map[txntype.KafkaIDs]int{}
 	for _, t := range ts {
-		if t.State == StatePrepared && t.Kafka != nil && t.Kafka.TransactionalID != "" {
+		if t.State == txntype.StatePrepared && t.Kafka != nil && t.Kafka.TransactionalID != "" {
 			if i, ok := index[t.Kafka.KafkaIDs]; ok {
 				groups[i] = append(groups[i], t)
 				continue
 			}
 			index[t.Kafka.KafkaIDs] = len(groups)
 		}
-		groups = append(groups, []*Transaction{t})
+		groups = append(groups, []*txntype.Transaction{t})
 	}
 	return groups
 }
@@ -200,7 +202,7 @@ func Mates(ts []*Transaction) [][]*Transaction {
 // holds several), in one round trip per database (SQL.CommitPreparedMany); ok[i] says whether
 // every gid of ts[i] committed. A transaction left out finishes on its own path, which repeats
 // phase 2 idempotently (I4): a gid already gone is resolved there by its marker row.
-func CommitAll(ctx context.Context, sql SQL, ts []*Transaction) (ok []bool) {
+func CommitAll(ctx context.Context, sql txntype.SQL, ts []*txntype.Transaction) (ok []bool) {
 	ok = make([]bool, len(ts))
 	gids := map[string][]string{}
 	owner := map[string][][]int{} // per database, the transactions of each gid (several: a shared one)

@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // C1 against the fake world: a batch whose decision never reached Kafka leaves its members
@@ -30,7 +29,7 @@ func TestResolvePageDecidesOnce(t *testing.T) {
 	for _, shareSQL := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shared sql %t", shareSQL), func(t *testing.T) {
 			t.Parallel()
-			r := runBatchOnly(t, shareSQL, coord.AnswerCommitted, lostDecision)
+			r := runBatchOnly(t, shareSQL, txntype.AnswerCommitted, lostDecision)
 			r.w.mu.Lock()
 			before := len(r.w.ops)
 			r.w.mu.Unlock()
@@ -38,8 +37,8 @@ func TestResolvePageDecidesOnce(t *testing.T) {
 			states := r.check(t)
 			for i := range members {
 				id := fmt.Sprintf("r%d", i)
-				assert.ErrorIs(t, r.answers[id], coord.ErrInDoubt, id)
-				assert.Equal(t, coord.StateCommitted, states[id], id)
+				assert.ErrorIs(t, r.answers[id], txntype.ErrInDoubt, id)
+				assert.Equal(t, txntype.StateCommitted, states[id], id)
 			}
 			r.w.mu.Lock()
 			ops := r.w.ops[before:]
@@ -69,10 +68,10 @@ func TestResolvePageFaultAtEveryCall(t *testing.T) {
 				for k := range 2 {
 					t.Run(fmt.Sprintf("shared sql %t/%s/%d/mode %d", shareSQL, op, k, m), func(t *testing.T) {
 						t.Parallel()
-						r := runBatchOnly(t, shareSQL, coord.AnswerCommitted, lostDecision)
+						r := runBatchOnly(t, shareSQL, txntype.AnswerCommitted, lostDecision)
 						r.recover(nth(op, k, m))
 						for id, st := range r.check(t) {
-							assert.Equal(t, coord.StateCommitted, st, "%s: prepared, and Kafka's decision is commit", id)
+							assert.Equal(t, txntype.StateCommitted, st, "%s: prepared, and Kafka's decision is commit", id)
 						}
 					})
 				}
@@ -91,7 +90,7 @@ func TestResolvePageKafkaAborted(t *testing.T) {
 			for _, m := range []mode{failBefore, failAfter} {
 				t.Run(fmt.Sprintf("shared sql %t/%s/mode %d", shareSQL, op, m), func(t *testing.T) {
 					t.Parallel()
-					r := runBatchOnly(t, shareSQL, coord.AnswerCommitted, lostDecision)
+					r := runBatchOnly(t, shareSQL, txntype.AnswerCommitted, lostDecision)
 					r.w.mu.Lock()
 					for pid, st := range r.w.kafkaTxns {
 						if st == "open" {
@@ -101,7 +100,7 @@ func TestResolvePageKafkaAborted(t *testing.T) {
 					r.w.mu.Unlock()
 					r.recover(nth(op, 0, m))
 					for id, st := range r.check(t) {
-						assert.Equal(t, coord.StateAborted, st, "%s: Kafka aborted its transaction", id)
+						assert.Equal(t, txntype.StateAborted, st, "%s: Kafka aborted its transaction", id)
 					}
 				})
 			}

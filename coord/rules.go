@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // The protocol's decisions, written once. The request path (Coordinator) and every resolver
@@ -29,11 +31,11 @@ import (
 
 // ClaimState is the state a resolver claims a row in: active becomes aborting (the outcome is
 // fixed), the others keep their state and change owner. ok=false for final states.
-func ClaimState(s State) (to State, ok bool) {
+func ClaimState(s txntype.State) (to txntype.State, ok bool) {
 	switch s {
-	case StateActive, StateAborting:
-		return StateAborting, true
-	case StatePrepared, StateCommitting:
+	case txntype.StateActive, txntype.StateAborting:
+		return txntype.StateAborting, true
+	case txntype.StatePrepared, txntype.StateCommitting:
 		return s, true
 	}
 	return "", false
@@ -41,11 +43,11 @@ func ClaimState(s State) (to State, ok bool) {
 
 // Rules applies the protocol's decisions to a row nobody runs.
 type Rules struct {
-	Log   Log
-	SQL   SQL
-	Kafka Kafka // nil: no Kafka configured
+	Log   txntype.Log
+	SQL   txntype.SQL
+	Kafka txntype.Kafka // nil: no Kafka configured
 	// Oracle reads a fenced transaction's outcome back (nil: such a row stays in doubt).
-	Oracle Oracle
+	Oracle txntype.Oracle
 	// KafkaTxnTimeout explains Kafka's aborts of rows left prepared too long (0: no note).
 	KafkaTxnTimeout time.Duration
 	// Now is the database's clock (nil: this process's).
@@ -56,11 +58,11 @@ type Rules struct {
 // participants, then the final state, every write fenced by by. reword, when set, may change the
 // outcome's error detail before it is logged (an operator's abort says who aborted). An error
 // matching ErrMovedOn means someone else claimed or finished the row first: nothing was touched.
-func (r Rules) Resolve(ctx context.Context, t *Transaction, by Fence,
-	reword func(State, *ErrorDetail) *ErrorDetail) (State, error) {
+func (r Rules) Resolve(ctx context.Context, t *txntype.Transaction, by txntype.Fence,
+	reword func(txntype.State, *txntype.ErrorDetail) *txntype.ErrorDetail) (txntype.State, error) {
 	to, ok := ClaimState(t.State)
 	if !ok {
-		return t.State, fmt.Errorf("%s is %s: %w", t.GID, t.State, ErrMovedOn)
+		return t.State, fmt.Errorf("%s is %s: %w", t.GID, t.State, txntype.ErrMovedOn)
 	}
 	cctx, span := startSpan(ctx, SpanLogClaim)
 	if span.IsRecording() {
@@ -77,7 +79,7 @@ func (r Rules) Resolve(ctx context.Context, t *Transaction, by Fence,
 // Finish drives a row claimed by this resolver to its outcome (Decide) and logs the final state,
 // fenced by the claim's owner and epoch. Every step repeats idempotently, so a row whose earlier
 // attempt got part of the way is finished the same way.
-func (r Rules) Finish(ctx context.Context, t *Transaction, reword func(State, *ErrorDetail) *ErrorDetail) (State, error) {
+func (r Rules) Finish(ctx context.Context, t *txntype.Transaction, reword func(txntype.State, *txntype.ErrorDetail) *txntype.ErrorDetail) (txntype.State, error) {
 	final, detail, err := r.Decide(ctx, t)
 	if err != nil {
 		return t.State, err
@@ -100,14 +102,14 @@ func (r Rules) Finish(ctx context.Context, t *Transaction, reword func(State, *E
 }
 
 // Decide finds the outcome of a claimed row and drives the SQL participants to it.
-func (r Rules) Decide(ctx context.Context, t *Transaction) (State, *ErrorDetail, error) {
+func (r Rules) Decide(ctx context.Context, t *txntype.Transaction) (txntype.State, *txntype.ErrorDetail, error) {
 	switch t.State {
-	case StateAborting:
+	case txntype.StateAborting:
 		return r.presumedAbort(ctx, t)
-	case StateCommitting:
+	case txntype.StateCommitting:
 		// The decision was commit, durably (no Kafka): commit every SQL participant.
 		return r.phase2(ctx, t, true, nil)
-	case StatePrepared:
+	case txntype.StatePrepared:
 		return r.resumePrepared(ctx, t)
 	}
 	return "", nil, fmt.Errorf("%s is %s, not claimed in doubt", t.GID, t.State)
@@ -115,7 +117,7 @@ func (r Rules) Decide(ctx context.Context, t *Transaction) (State, *ErrorDetail,
 
 // presumedAbort (I5): before prepared nothing was decided, so everything is rolled back. A
 // one-phase row is decided by its marker (its COMMIT was the decision).
-func (r Rules) presumedAbort(ctx context.Context, t *Transaction) (State, *ErrorDetail, error) {
+func (r Rules) presumedAbort(ctx context.Context, t *txntype.Transaction) (txntype.State, *txntype.ErrorDetail, error) {
 	if t.OnePhase && len(t.SQLGIDs) == 1 {
 		g := t.SQLGIDs[0]
 		committed, err := r.SQL.SettleOnePhase(ctx, g.Database, g.GID)
@@ -123,11 +125,11 @@ func (r Rules) presumedAbort(ctx context.Context, t *Transaction) (State, *Error
 			return "", nil, err
 		}
 		if committed {
-			return StateCommitted, nil, nil
+			return txntype.StateCommitted, nil, nil
 		}
 		// Not retriable under the same id: the fencing marker holds the gid, so the same gid
 		// cannot commit again (which is what makes this abort certain).
-		return StateAborted, &ErrorDetail{Participant: ParticipantCoordinator, Class: ClassAbortable,
+		return txntype.StateAborted, &txntype.ErrorDetail{Participant: txntype.ParticipantCoordinator, Class: txntype.ClassAbortable,
 			Message: "the one-phase commit did not happen: recovery found no marker and fenced the gid; send the request again with a new id"}, nil
 	}
 	// The Kafka side, if any, is aborted by re-initialising the transactional id: at startup by
@@ -135,19 +137,19 @@ func (r Rules) presumedAbort(ctx context.Context, t *Transaction) (State, *Error
 	// Abortable, not retriable: the request may already have answered 409 from the claim
 	// (Coordinator.yield), and a same-id retry of a retriable row would run it again; an id is
 	// never answered 409 and later 200 (txlog.Begin re-runs only rows logged retriable).
-	return r.phase2(ctx, t, false, &ErrorDetail{
-		Participant: ParticipantCoordinator,
-		Class:       ClassAbortable,
+	return r.phase2(ctx, t, false, &txntype.ErrorDetail{
+		Participant: txntype.ParticipantCoordinator,
+		Class:       txntype.ClassAbortable,
 		Message:     "presumed abort: the transaction was not prepared when a resolver claimed it",
 	})
 }
 
 // resumePrepared (I5, I7): re-send EndTxn(commit) with the stored ids and follow Kafka's answer;
 // when the answer is fenced, read the logged offsets back.
-func (r Rules) resumePrepared(ctx context.Context, t *Transaction) (State, *ErrorDetail, error) {
+func (r Rules) resumePrepared(ctx context.Context, t *txntype.Transaction) (txntype.State, *txntype.ErrorDetail, error) {
 	if t.Kafka == nil || t.Kafka.TransactionalID == "" {
-		return StateHeuristic, &ErrorDetail{Participant: ParticipantCoordinator,
-			Class: ClassInternal, Message: "prepared without Kafka ids in the log: cannot decide"}, nil
+		return txntype.StateHeuristic, &txntype.ErrorDetail{Participant: txntype.ParticipantCoordinator,
+			Class: txntype.ClassInternal, Message: "prepared without Kafka ids in the log: cannot decide"}, nil
 	}
 	if r.Kafka == nil {
 		return "", nil, errors.New("a prepared transaction needs Kafka, and none is configured")
@@ -156,9 +158,9 @@ func (r Rules) resumePrepared(ctx context.Context, t *Transaction) (State, *Erro
 	switch {
 	case err == nil:
 		return r.phase2(ctx, t, true, nil)
-	case errors.Is(err, ErrKafkaAborted):
+	case errors.Is(err, txntype.ErrKafkaAborted):
 		return r.phase2(ctx, t, false, r.abortReason(ctx, t, err))
-	case AsFailure(err).Class != ClassFenced || r.Oracle == nil:
+	case txntype.AsFailure(err).Class != txntype.ClassFenced || r.Oracle == nil:
 		return "", nil, err // unclear (broker down, …): try again later
 	}
 	// Fenced: someone re-initialised the id, or the epoch moved on. Ask the records (I7).
@@ -167,11 +169,11 @@ func (r Rules) resumePrepared(ctx context.Context, t *Transaction) (State, *Erro
 	case oerr == nil && committed:
 		return r.phase2(ctx, t, true, nil)
 	case oerr == nil:
-		return r.phase2(ctx, t, false, &ErrorDetail{Participant: ParticipantKafka, Class: ClassFenced,
+		return r.phase2(ctx, t, false, &txntype.ErrorDetail{Participant: txntype.ParticipantKafka, Class: txntype.ClassFenced,
 			Message: fmt.Sprintf("EndTxn answered %v; the logged records were aborted (read back with read_committed)", err)})
-	case errors.Is(oerr, ErrUndecidable):
+	case errors.Is(oerr, txntype.ErrUndecidable):
 		// Never guess: park it for an operator, with the evidence.
-		return StateHeuristic, &ErrorDetail{Participant: ParticipantKafka, Class: ClassFenced,
+		return txntype.StateHeuristic, &txntype.ErrorDetail{Participant: txntype.ParticipantKafka, Class: txntype.ClassFenced,
 			Message: fmt.Sprintf("outcome unknown: EndTxn answered %v and %v", err, oerr)}, nil
 	}
 	return "", nil, fmt.Errorf("EndTxn answered %w; outcome oracle: %w", err, oerr)
@@ -179,7 +181,7 @@ func (r Rules) resumePrepared(ctx context.Context, t *Transaction) (State, *Erro
 
 // abortReason says why Kafka aborted a prepared transaction; the usual cause is that it stayed
 // open longer than the Kafka transaction timeout while no coordinator finished it.
-func (r Rules) abortReason(ctx context.Context, t *Transaction, err error) *ErrorDetail {
+func (r Rules) abortReason(ctx context.Context, t *txntype.Transaction, err error) *txntype.ErrorDetail {
 	msg := err.Error()
 	now := time.Now()
 	if r.Now != nil {
@@ -193,28 +195,28 @@ func (r Rules) abortReason(ctx context.Context, t *Transaction, err error) *Erro
 				age.Round(time.Second), r.KafkaTxnTimeout, err)
 		}
 	}
-	return &ErrorDetail{Participant: ParticipantKafka, Class: ClassAbortable, Message: msg}
+	return &txntype.ErrorDetail{Participant: txntype.ParticipantKafka, Class: txntype.ClassAbortable, Message: msg}
 }
 
 // phase2 drives every SQL participant to the decision (I4) and names the outcome.
-func (r Rules) phase2(ctx context.Context, t *Transaction, commit bool, cause *ErrorDetail) (State, *ErrorDetail, error) {
+func (r Rules) phase2(ctx context.Context, t *txntype.Transaction, commit bool, cause *txntype.ErrorDetail) (txntype.State, *txntype.ErrorDetail, error) {
 	mixed, failed := finishSQL(ctx, r.SQL, t.SQLGIDs, commit)
 	if len(mixed) > 0 {
-		return StateHeuristicMixed, mixedDetail(commit, mixed), nil
+		return txntype.StateHeuristicMixed, mixedDetail(commit, mixed), nil
 	}
 	if failed != nil {
 		return "", nil, failed
 	}
 	if commit {
-		return StateCommitted, nil, nil
+		return txntype.StateCommitted, nil, nil
 	}
-	return StateAborted, cause, nil
+	return txntype.StateAborted, cause, nil
 }
 
 // finishSQL commits or rolls back every gid, concurrently, following the decision (I4). mixed
 // lists the gids found resolved the other way by someone else (ErrHeuristic); failed is the
 // first other error (the gid's outcome is still to be driven).
-func finishSQL(ctx context.Context, sql SQL, gids []SQLGID, commit bool) (mixed []string, failed error) {
+func finishSQL(ctx context.Context, sql txntype.SQL, gids []txntype.SQLGID, commit bool) (mixed []string, failed error) {
 	var (
 		wg sync.WaitGroup
 		mu sync.Mutex
@@ -239,7 +241,7 @@ func finishSQL(ctx context.Context, sql SQL, gids []SQLGID, commit bool) (mixed 
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if errors.Is(err, ErrHeuristic) {
+			if errors.Is(err, txntype.ErrHeuristic) {
 				mixed = append(mixed, err.Error())
 			} else if failed == nil {
 				failed = err
@@ -251,29 +253,29 @@ func finishSQL(ctx context.Context, sql SQL, gids []SQLGID, commit bool) (mixed 
 }
 
 // mixedDetail is the evidence of a heuristic_mixed outcome.
-func mixedDetail(commit bool, mixed []string) *ErrorDetail {
+func mixedDetail(commit bool, mixed []string) *txntype.ErrorDetail {
 	decision := "abort"
 	if commit {
 		decision = "commit"
 	}
-	return &ErrorDetail{Participant: ParticipantSQL, Class: ClassInternal,
+	return &txntype.ErrorDetail{Participant: txntype.ParticipantSQL, Class: txntype.ClassInternal,
 		Message: fmt.Sprintf("the decision was %s, but %s", decision, strings.Join(mixed, "; "))}
 }
 
 // Answer is what a request says about a stored row: committed is 200, aborted 409 (503 when
 // the abort was retriable and caused by an unavailable dependency), an aborting row that is not
 // one-phase 409 (its outcome is fixed: abort), anything else in doubt (202).
-func Answer(t *Transaction, cause error) (*Transaction, error) {
+func Answer(t *txntype.Transaction, cause error) (*txntype.Transaction, error) {
 	switch {
-	case t.State == StateCommitted:
+	case t.State == txntype.StateCommitted:
 		return t, nil
-	case t.State == StateAborted:
-		if t.Error != nil && t.Error.Class == ClassRetriable && cause != nil && AsFailure(cause).Unavailable {
-			return t, &OutcomeError{Sentinel: ErrUnavailable, Txn: t, Cause: cause}
+	case t.State == txntype.StateAborted:
+		if t.Error != nil && t.Error.Class == txntype.ClassRetriable && cause != nil && txntype.AsFailure(cause).Unavailable {
+			return t, &txntype.OutcomeError{Sentinel: txntype.ErrUnavailable, Txn: t, Cause: cause}
 		}
-		return t, &OutcomeError{Sentinel: ErrAborted, Txn: t, Cause: cause}
-	case t.State == StateAborting && !t.OnePhase:
-		return t, &OutcomeError{Sentinel: ErrAborted, Txn: t, Cause: cause}
+		return t, &txntype.OutcomeError{Sentinel: txntype.ErrAborted, Txn: t, Cause: cause}
+	case t.State == txntype.StateAborting && !t.OnePhase:
+		return t, &txntype.OutcomeError{Sentinel: txntype.ErrAborted, Txn: t, Cause: cause}
 	}
-	return t, &OutcomeError{Sentinel: ErrInDoubt, Txn: t, Cause: cause}
+	return t, &txntype.OutcomeError{Sentinel: txntype.ErrInDoubt, Txn: t, Cause: cause}
 }

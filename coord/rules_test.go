@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // The protocol's rules against fake participants and a fake log (fake_test.go): every call of
@@ -23,44 +24,44 @@ import (
 
 var shapes = []struct {
 	name string
-	req  coord.Request
+	req  txntype.Request
 }{
-	{"sql and kafka", coord.Request{SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}, Kafka: []coord.Record{rec("t")}}},
-	{"one phase", coord.Request{SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}}},
-	{"two databases", coord.Request{SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)"), {Database: "orders", Statement: "INSERT INTO t VALUES (1)"}}}},
-	{"kafka only", coord.Request{Kafka: []coord.Record{rec("t")}}},
+	{"sql and kafka", txntype.Request{SQL: []txntype.Statement{stmt("INSERT INTO t VALUES (1)")}, Kafka: []txntype.Record{rec("t")}}},
+	{"one phase", txntype.Request{SQL: []txntype.Statement{stmt("INSERT INTO t VALUES (1)")}}},
+	{"two databases", txntype.Request{SQL: []txntype.Statement{stmt("INSERT INTO t VALUES (1)"), {Database: "orders", Statement: "INSERT INTO t VALUES (1)"}}}},
+	{"kafka only", txntype.Request{Kafka: []txntype.Record{rec("t")}}},
 	// D1: answered at the decision, phase 2 behind the answer.
-	{"sql and kafka, decided", coord.Request{SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}, Kafka: []coord.Record{rec("t")}, Answer: coord.AnswerDecided}},
-	{"two databases, decided", coord.Request{SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)"), {Database: "orders", Statement: "INSERT INTO t VALUES (1)"}}, Answer: coord.AnswerDecided}},
+	{"sql and kafka, decided", txntype.Request{SQL: []txntype.Statement{stmt("INSERT INTO t VALUES (1)")}, Kafka: []txntype.Record{rec("t")}, Answer: txntype.AnswerDecided}},
+	{"two databases, decided", txntype.Request{SQL: []txntype.Statement{stmt("INSERT INTO t VALUES (1)"), {Database: "orders", Statement: "INSERT INTO t VALUES (1)"}}, Answer: txntype.AnswerDecided}},
 }
 
 // trial runs one request in a fresh world with at deciding each call's fate, then recovery
 // (as instance r) until the row is final, and checks the outcome.
-func trial(t *testing.T, req coord.Request, at func(n int, op string) mode) (answer error, w *world) {
+func trial(t *testing.T, req txntype.Request, at func(n int, op string) mode) (answer error, w *world) {
 	t.Helper()
 	return trialWith(t, req, -1, at)
 }
 
 // trialWith is trial with the resolver's pause point (raceInterleave).
-func trialWith(t *testing.T, req coord.Request, pauseAt int, at func(n int, op string) mode) (answer error, w *world) {
+func trialWith(t *testing.T, req txntype.Request, pauseAt int, at func(n int, op string) mode) (answer error, w *world) {
 	t.Helper()
 	return trialFull(t, req, pauseAt, false, at)
 }
 
 // trialFull is trialWith; page: the resolver takes a prepared row by the page (C1).
-func trialFull(t *testing.T, req coord.Request, pauseAt int, page bool, at func(n int, op string) mode) (answer error, w *world) {
+func trialFull(t *testing.T, req txntype.Request, pauseAt int, page bool, at func(n int, op string) mode) (answer error, w *world) {
 	t.Helper()
 	w = newWorld()
 	w.pauseAt, w.page = pauseAt, page
 	// Validate fills in defaults: each trial gets its own copy of the shared shapes.
 	req.SQL, req.Kafka = slices.Clone(req.SQL), slices.Clone(req.Kafka)
 	log, sql, kafka := fakeLog{w}, fakeSQL{w}, fakeKafka{w}
-	var k coord.Kafka
+	var k txntype.Kafka
 	if len(req.Kafka) > 0 {
 		k = kafka
 	}
 	c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", DefaultTimeout: 30 * time.Millisecond,
-		FinishTimeout: 100 * time.Millisecond, Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}},
+		FinishTimeout: 100 * time.Millisecond, Ownership: ownership{txntype.Fence{Instance: "a", Epoch: 1}},
 		Logger: slog.New(slog.DiscardHandler)}, log, k, sql)
 	rules := coord.Rules{Log: log, SQL: sql, Kafka: kafka}
 	ctx := context.Background()
@@ -69,9 +70,9 @@ func trialFull(t *testing.T, req coord.Request, pauseAt int, page bool, at func(
 		if err != nil || row.State.Final() {
 			return nil
 		}
-		by := coord.Fence{Instance: "r", Epoch: 1}
-		if w.page && row.State == coord.StatePrepared {
-			return rules.ResolvePage(ctx, []*coord.Transaction{row}, by, 2)[0].Err // C1
+		by := txntype.Fence{Instance: "r", Epoch: 1}
+		if w.page && row.State == txntype.StatePrepared {
+			return rules.ResolvePage(ctx, []*txntype.Transaction{row}, by, 2)[0].Err // C1
 		}
 		_, err = rules.Resolve(ctx, row, by, nil)
 		return err
@@ -87,7 +88,7 @@ func trialFull(t *testing.T, req coord.Request, pauseAt int, page bool, at func(
 	// Recovery, with no more faults.
 	w.at = nil
 	for i := 0; i < 5; i++ {
-		if err := resolve(); err == nil || errors.Is(err, coord.ErrMovedOn) {
+		if err := resolve(); err == nil || errors.Is(err, txntype.ErrMovedOn) {
 			continue
 		}
 	}
@@ -97,7 +98,7 @@ func trialFull(t *testing.T, req coord.Request, pauseAt int, page bool, at func(
 
 // check: the row is final and both sides follow it; the answer agrees; nothing is prepared
 // (after the orphan sweep's rule: a leftover gid of a final row follows the row).
-func check(t *testing.T, w *world, req coord.Request, answer error) {
+func check(t *testing.T, w *world, req txntype.Request, answer error) {
 	t.Helper()
 	rows, sqlState, _, kafka := w.snapshot()
 	row := rows["p_x"]
@@ -112,8 +113,8 @@ func check(t *testing.T, w *world, req coord.Request, answer error) {
 		return
 	}
 	require.True(t, row.State.Final(), "recovery left the row %s; calls %v", row.State, w.ops)
-	require.Contains(t, []coord.State{coord.StateCommitted, coord.StateAborted}, row.State, "calls %v", w.ops)
-	committed := row.State == coord.StateCommitted
+	require.Contains(t, []txntype.State{txntype.StateCommitted, txntype.StateAborted}, row.State, "calls %v", w.ops)
+	committed := row.State == txntype.StateCommitted
 	for _, g := range row.SQLGIDs {
 		st := sqlState[g.GID]
 		if st == "prepared" { // the orphan sweep's rule for a final row
@@ -137,26 +138,26 @@ func check(t *testing.T, w *world, req coord.Request, answer error) {
 	switch {
 	case answer == nil:
 		assert.True(t, committed, "answered committed, ended %s; calls %v", row.State, w.ops)
-	case errors.Is(answer, coord.ErrUnavailable):
+	case errors.Is(answer, txntype.ErrUnavailable):
 		// "Safe to retry with the same id": the retry must run the request again, so the row
 		// must be one the log's Begin runs again (aborted, retriable), never one that answers
 		// the retry 409 (txlog.Begin re-runs only rows logged retriable).
 		assert.False(t, committed, "answered %v, ended committed; calls %v", answer, w.ops)
-		if assert.Equal(t, coord.StateAborted, row.State, "answered %v; calls %v", answer, w.ops) &&
+		if assert.Equal(t, txntype.StateAborted, row.State, "answered %v; calls %v", answer, w.ops) &&
 			assert.NotNil(t, row.Error, "calls %v", w.ops) {
-			assert.Equal(t, coord.ClassRetriable, row.Error.Class,
+			assert.Equal(t, txntype.ClassRetriable, row.Error.Class,
 				"answered %v (safe to retry), yet the row a retry finds is %s %s: it answers 409; calls %v",
 				answer, row.State, row.Error.Class, w.ops)
 		}
-	case errors.Is(answer, coord.ErrAborted):
+	case errors.Is(answer, txntype.ErrAborted):
 		assert.False(t, committed, "answered %v, ended committed; calls %v", answer, w.ops)
 	default:
-		assert.ErrorIs(t, answer, coord.ErrInDoubt)
+		assert.ErrorIs(t, answer, txntype.ErrInDoubt)
 	}
 }
 
 // calls counts the calls of a run without faults.
-func calls(t *testing.T, req coord.Request) int {
+func calls(t *testing.T, req txntype.Request) int {
 	t.Helper()
 	answer, w := trial(t, req, nil)
 	require.NoError(t, answer)
@@ -262,9 +263,9 @@ func TestNotOwnerRefused(t *testing.T) {
 	w := newWorld()
 	c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", Logger: slog.New(slog.DiscardHandler),
 		Ownership: lostOwnership{}}, fakeLog{w}, nil, fakeSQL{w})
-	_, err := c.Execute(context.Background(), coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}})
-	require.ErrorIs(t, err, coord.ErrUnavailable)
-	require.ErrorIs(t, err, coord.ErrNotOwner)
+	_, err := c.Execute(context.Background(), txntype.Request{ID: "x", SQL: []txntype.Statement{stmt("INSERT INTO t VALUES (1)")}})
+	require.ErrorIs(t, err, txntype.ErrUnavailable)
+	require.ErrorIs(t, err, txntype.ErrNotOwner)
 	assert.Zero(t, w.calls, "nothing was logged or run")
 }
 
@@ -274,9 +275,9 @@ func TestStaleEpochFenced(t *testing.T) {
 	w := newWorld()
 	w.epochs["a"] = 2 // a takeover bumped it
 	c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", Logger: slog.New(slog.DiscardHandler),
-		Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}}, fakeLog{w}, nil, fakeSQL{w})
-	_, err := c.Execute(context.Background(), coord.Request{ID: "x", SQL: []coord.Statement{stmt("INSERT INTO t VALUES (1)")}})
-	require.ErrorIs(t, err, coord.ErrUnavailable)
+		Ownership: ownership{txntype.Fence{Instance: "a", Epoch: 1}}}, fakeLog{w}, nil, fakeSQL{w})
+	_, err := c.Execute(context.Background(), txntype.Request{ID: "x", SQL: []txntype.Statement{stmt("INSERT INTO t VALUES (1)")}})
+	require.ErrorIs(t, err, txntype.ErrUnavailable)
 	rows, sqlState, _, _ := w.snapshot()
 	assert.Empty(t, rows)
 	assert.Empty(t, sqlState)
@@ -284,8 +285,8 @@ func TestStaleEpochFenced(t *testing.T) {
 
 type lostOwnership struct{}
 
-func (lostOwnership) Fence() (coord.Fence, error) {
-	return coord.Fence{}, fmt.Errorf("%w: test", coord.ErrNotOwner)
+func (lostOwnership) Fence() (txntype.Fence, error) {
+	return txntype.Fence{}, fmt.Errorf("%w: test", txntype.ErrNotOwner)
 }
 
 // The log's server refuses the decision write (prepared, or committing without Kafka): the
@@ -298,7 +299,7 @@ func TestRulesDecisionWriteRefused(t *testing.T) {
 	}{{"sql and kafka", "log.prepared"}, {"kafka only", "log.prepared"}, {"two databases", "log.committing"}} {
 		t.Run(c.shape, func(t *testing.T) {
 			t.Parallel()
-			var req coord.Request
+			var req txntype.Request
 			for _, sh := range shapes {
 				if sh.name == c.shape {
 					req = sh.req
@@ -311,11 +312,11 @@ func TestRulesDecisionWriteRefused(t *testing.T) {
 				return pass
 			}
 			answer, w := trial(t, req, at)
-			assert.ErrorIs(t, answer, coord.ErrUnavailable, "calls %v", w.ops)
+			assert.ErrorIs(t, answer, txntype.ErrUnavailable, "calls %v", w.ops)
 			rows, _, _, _ := w.snapshot()
 			require.NotNil(t, rows["p_x"])
-			assert.Equal(t, coord.StateAborted, rows["p_x"].State)
-			assert.Equal(t, coord.ClassRetriable, rows["p_x"].Error.Class)
+			assert.Equal(t, txntype.StateAborted, rows["p_x"].State)
+			assert.Equal(t, txntype.ClassRetriable, rows["p_x"].Error.Class)
 			assert.NotContains(t, w.ops, "kafka.commit", "no EndTxn(commit) after a refused decision write")
 			assert.NotContains(t, w.ops, "r:log.claim", "recovery had nothing to claim")
 		})

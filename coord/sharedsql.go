@@ -2,15 +2,13 @@ package coord
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/kpgtx/coordinator/sqlpolicy"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Shared SQL transactions (docs/batching.md section 12). Members of a batch whose statements
@@ -41,44 +39,8 @@ import (
 //   - S7: a member joins its batch while its row is logged, and gets no participant work before
 //     that row is durable (joined.go, awaitBegins).
 
-// sharedMark follows the prefix in a shared gid ("<prefix>_+<instance>+<hex>@<database>"; an
-// instance id has no '+').
-const sharedMark = "_+"
-
-// SharedGID is a PostgreSQL transaction that holds the work of several requests of a batch.
-type SharedGID struct {
-	Database string
-	GID      string   // the PostgreSQL gid
-	Members  []string // the global gids of the requests whose work it holds
-}
-
-// IsSharedGID reports whether a PostgreSQL gid is a shared transaction of the coordinator with
-// gid prefix prefix.
-func IsSharedGID(prefix, sqlGID string) bool { return strings.HasPrefix(sqlGID, prefix+sharedMark) }
-
-// SharedGIDInstance is the instance that ran the batch of a shared gid ("" when the gid does
-// not say): the sweep judges an unnamed shared gid of its own instance at once when no batch of
-// this process runs it, and another instance's only once it is old (S3).
-func SharedGIDInstance(prefix, sqlGID string) string {
-	rest, ok := strings.CutPrefix(GlobalGID(sqlGID), prefix+sharedMark)
-	if !ok {
-		return ""
-	}
-	if i := strings.LastIndexByte(rest, '+'); i > 0 {
-		return rest[:i]
-	}
-	return ""
-}
-
 func (c *Coordinator) newSharedGID(database string) string {
-	return NewSharedGID(c.cfg.GIDPrefix, c.cfg.Instance, database)
-}
-
-// NewSharedGID is a fresh shared gid of instance on database, under the log's gid prefix.
-func NewSharedGID(prefix, instance, database string) string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return prefix + sharedMark + instance + "+" + hex.EncodeToString(b[:]) + "@" + database
+	return txntype.NewSharedGID(c.cfg.GIDPrefix, c.cfg.Instance, database)
 }
 
 // sharesSQL says whether a member of a batch may run its SQL in a shared transaction: sharing
@@ -102,7 +64,7 @@ func (c *Coordinator) sharesSQL(w *work) bool {
 
 // sqlGroup is one shared PostgreSQL transaction of a batch.
 type sqlGroup struct {
-	SharedGID
+	txntype.SharedGID
 	members []*member
 }
 
@@ -142,8 +104,8 @@ func (c *Coordinator) prepareShared(ctx context.Context, members []*member) (rid
 			})
 			continue
 		}
-		g := &sqlGroup{SharedGID: SharedGID{Database: db, GID: c.newSharedGID(db)}}
-		c.inflight.Store(GlobalGID(g.GID), struct{}{})
+		g := &sqlGroup{SharedGID: txntype.SharedGID{Database: db, GID: c.newSharedGID(db)}}
+		c.inflight.Store(txntype.GlobalGID(g.GID), struct{}{})
 		groups = append(groups, g)
 		wg.Go(func() {
 			ok := c.runGroup(ctx, g, ms)
@@ -168,15 +130,15 @@ func (c *Coordinator) runGroup(ctx context.Context, g *sqlGroup, ms []*member) [
 	ctx, cancel := context.WithTimeout(ctx, sharedSQLBound)
 	defer cancel()
 	sctx, st := c.step(ctx, PhaseSQL, SpanSQL)
-	stmts := make([][]Statement, len(ms))
+	stmts := make([][]txntype.Statement, len(ms))
 	for i, m := range ms {
 		stmts[i] = m.w.req.SQL
 	}
-	run := c.sql.RunShared(sctx, g.Database, stmts, g.GID, func() { c.fault(FaultAfterSQLWork) })
+	run := c.sql.RunShared(sctx, g.Database, stmts, g.GID, func() { c.fault(txntype.FaultAfterSQLWork) })
 	st.end(run.Err)
 	if run.Err == nil {
-		c.fault(FaultAfterPrepare)
-		c.fault(FaultSharedAfterSQLPrepare)
+		c.fault(txntype.FaultAfterPrepare)
+		c.fault(txntype.FaultSharedAfterSQLPrepare)
 		for i, m := range ms {
 			if run.Excluded[i] != nil {
 				// S5: rolled back to its savepoint, nothing of it is left: it runs alone and
@@ -197,7 +159,7 @@ func (c *Coordinator) runGroup(ctx context.Context, g *sqlGroup, ms []*member) [
 	c.cfg.Logger.Warn("shared sql transaction failed; its requests run alone",
 		"database", g.Database, "gid", g.GID, "members", len(ms), "error", run.Err)
 	rerr := c.rollbackGroup(ctx, g)
-	if rerr == nil && errors.Is(run.Err, ErrPrepareMayLand) {
+	if rerr == nil && errors.Is(run.Err, txntype.ErrPrepareMayLand) {
 		// The rollback found nothing, but the PREPARE may land after it: nothing proves the
 		// members' work gone, so they are not run again (S5, the model's S-F1).
 		rerr = run.Err
@@ -205,7 +167,7 @@ func (c *Coordinator) runGroup(ctx context.Context, g *sqlGroup, ms []*member) [
 	for i, m := range ms {
 		m.w.t.SQL = nil
 		switch e := run.Excluded[i]; {
-		case errors.Is(e, ErrConfinementBreach):
+		case errors.Is(e, txntype.ErrConfinementBreach):
 			m.out.fail = e
 		case e != nil:
 			m.out.rerun = true
@@ -235,7 +197,7 @@ func groupLost(g *sqlGroup, cause, rollbackErr error) (rerun bool, fail error) {
 	if rollbackErr == nil {
 		return true, nil
 	}
-	return false, &Failure{Participant: "sql:" + g.Database, Class: ClassAbortable,
+	return false, &txntype.Failure{Participant: "sql:" + g.Database, Class: txntype.ClassAbortable,
 		Err: fmt.Errorf("the shared transaction %s failed (%v) and could not be rolled back yet; "+
 			"nothing of it can commit, and recovery rolls it back: %w", g.GID, cause, rollbackErr)}
 }
@@ -259,7 +221,7 @@ func (c *Coordinator) abandonGroups(ctx context.Context, groups []*sqlGroup, cau
 // by the log (S3).
 func (c *Coordinator) releaseGroups(groups []*sqlGroup) {
 	for _, g := range groups {
-		c.inflight.Delete(GlobalGID(g.GID))
+		c.inflight.Delete(txntype.GlobalGID(g.GID))
 	}
 }
 
@@ -273,12 +235,4 @@ func inGroup(groups []*sqlGroup, m *member) *sqlGroup {
 		}
 	}
 	return nil
-}
-
-// GlobalGID strips the "@database" suffix of a PostgreSQL gid.
-func GlobalGID(sqlGID string) string {
-	if i := strings.LastIndexByte(sqlGID, '@'); i >= 0 {
-		return sqlGID[:i]
-	}
-	return sqlGID
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Shared SQL transactions against the fake world (sharedsql.go): the batch's members run their
@@ -26,7 +27,7 @@ func TestSharedSQLOneTransaction(t *testing.T) {
 	r := runBatchWith(t, true, nil)
 	states := r.check(t)
 	for id, st := range states {
-		assert.Equal(t, coord.StateCommitted, st, id)
+		assert.Equal(t, txntype.StateCommitted, st, id)
 		assert.NoError(t, r.answers[id], id)
 	}
 	assert.Equal(t, 1, count(r.w.ops, "sql.run_shared"), "one SQL round trip for the batch")
@@ -39,10 +40,10 @@ func TestSharedSQLOneTransaction(t *testing.T) {
 	assert.Equal(t, len(rows), r.w.joinedBegins, "they joined while the slot was taken: every Begin may wait for company")
 	require.Len(t, r.w.shared, 1, "S2: the prepared write registered the shared gid")
 	for g, ms := range r.w.shared {
-		assert.True(t, coord.IsSharedGID("p", g), g)
+		assert.True(t, txntype.IsSharedGID("p", g), g)
 		assert.ElementsMatch(t, []string{"p_r0", "p_r1", "p_r2"}, ms)
 		for _, row := range rows {
-			assert.Equal(t, []coord.SQLGID{{Database: coord.DefaultDatabase, GID: g}}, row.SQLGIDs,
+			assert.Equal(t, []txntype.SQLGID{{Database: txntype.DefaultDatabase, GID: g}}, row.SQLGIDs,
 				"%s: the log names the shared gid as where its work is", row.GID)
 		}
 	}
@@ -54,10 +55,10 @@ func TestSharedSQLMemberFails(t *testing.T) {
 	t.Parallel()
 	r := runBatchWith(t, true, nil, "r1")
 	states := r.check(t)
-	assert.Equal(t, coord.StateAborted, states["r1"])
-	assert.ErrorIs(t, r.answers["r1"], coord.ErrAborted)
+	assert.Equal(t, txntype.StateAborted, states["r1"])
+	assert.ErrorIs(t, r.answers["r1"], txntype.ErrAborted)
 	for _, id := range []string{"r0", "r2"} {
-		assert.Equal(t, coord.StateCommitted, states[id], id)
+		assert.Equal(t, txntype.StateCommitted, states[id], id)
 		assert.NoError(t, r.answers[id], id)
 	}
 	assert.Equal(t, 1, count(r.w.ops, "sql.run"), "the failed member ran once more, alone")
@@ -104,7 +105,7 @@ func TestSharedSQLTombstoneRefusesPreparedWrite(t *testing.T) {
 					w.mu.Lock()
 					defer w.mu.Unlock()
 					for g := range w.sqlState {
-						if coord.IsSharedGID("p", g) {
+						if txntype.IsSharedGID("p", g) {
 							w.shared[g] = nil
 						}
 					}
@@ -116,7 +117,7 @@ func TestSharedSQLTombstoneRefusesPreparedWrite(t *testing.T) {
 	r := runBatchWith(t, true, tomb)
 	states := r.check(t)
 	for id, st := range states {
-		assert.Equal(t, coord.StateAborted, st, "%s: nothing commits after a tombstone", id)
+		assert.Equal(t, txntype.StateAborted, st, "%s: nothing commits after a tombstone", id)
 		assert.Error(t, r.answers[id], id)
 	}
 	assert.Zero(t, count(r.w.ops, "kafka.commit"), "no EndTxn(commit) after a refused prepared write")
@@ -135,8 +136,8 @@ func TestSharedSQLPreparedWriteRefused(t *testing.T) {
 	claim := claimBeforePreparedWrite(t, "p_r1")
 	r := runBatchWith(t, true, claim)
 	states := r.check(t)
-	assert.Equal(t, coord.StateAborted, states["r1"])
-	assert.ErrorIs(t, r.answers["r1"], coord.ErrAborted, "the claimed member answers from its row")
+	assert.Equal(t, txntype.StateAborted, states["r1"])
+	assert.ErrorIs(t, r.answers["r1"], txntype.ErrAborted, "the claimed member answers from its row")
 	assert.Zero(t, count(r.w.ops, "kafka.commit"), "no EndTxn(commit) after a refused prepared write")
 }
 
@@ -149,7 +150,7 @@ func TestSharedGIDInstance(t *testing.T) {
 		{"q_+node+ff@default", ""},
 		{"p_+ff@default", ""},
 	} {
-		assert.Equal(t, tt.want, coord.SharedGIDInstance("p", tt.gid), tt.gid)
+		assert.Equal(t, tt.want, txntype.SharedGIDInstance("p", tt.gid), tt.gid)
 	}
 }
 
@@ -172,9 +173,9 @@ func TestSharedSQLPrepareMayLand(t *testing.T) {
 	r := runBatchWith(t, true, landed)
 	states := r.check(t)
 	for id, st := range states {
-		assert.Equal(t, coord.StateAborted, st, id)
-		assert.ErrorIs(t, r.answers[id], coord.ErrAborted, id)
-		assert.NotErrorIs(t, r.answers[id], coord.ErrUnavailable, "%s: not \"safe to retry\" while its work may still be prepared", id)
+		assert.Equal(t, txntype.StateAborted, st, id)
+		assert.ErrorIs(t, r.answers[id], txntype.ErrAborted, id)
+		assert.NotErrorIs(t, r.answers[id], txntype.ErrUnavailable, "%s: not \"safe to retry\" while its work may still be prepared", id)
 	}
 	assert.Zero(t, count(r.w.ops, "sql.run"), "no member ran again alone")
 }
@@ -195,7 +196,7 @@ func TestSharedSQLJoinsWhileLogged(t *testing.T) {
 	}
 	r := runBatchWith(t, true, slow)
 	for id, st := range r.check(t) {
-		assert.Equal(t, coord.StateCommitted, st, id)
+		assert.Equal(t, txntype.StateCommitted, st, id)
 	}
 	assert.Equal(t, 1, count(r.w.ops, "sql.run_shared"), "the slow member rode in the batch")
 	assert.Equal(t, 1, count(r.w.ops, "kafka.commit"))
@@ -208,22 +209,22 @@ func TestSharedSQLJoinedDuplicateLeftOut(t *testing.T) {
 	t.Parallel()
 	stored := func(w *world) func(int, string) mode {
 		req := batchRequest("r1")
-		require.NoError(t, req.Validate(coord.Limits{}, func(string) bool { return true })) // as Execute sees it
+		require.NoError(t, req.Validate(txntype.Limits{}, func(string) bool { return true })) // as Execute sees it
 		w.mu.Lock()
-		w.rows["p_r1"] = &coord.Transaction{ID: "r1", GID: "p_r1", State: coord.StateAborted, Owner: "a", OwnerEpoch: 1,
-			Digest: req.Digest(), Error: &coord.ErrorDetail{Class: coord.ClassAbortable, Message: "an earlier attempt"}}
+		w.rows["p_r1"] = &txntype.Transaction{ID: "r1", GID: "p_r1", State: txntype.StateAborted, Owner: "a", OwnerEpoch: 1,
+			Digest: req.Digest(), Error: &txntype.ErrorDetail{Class: txntype.ClassAbortable, Message: "an earlier attempt"}}
 		w.mu.Unlock()
 		return nil
 	}
 	r := runBatchWith(t, true, stored)
 	states := r.check(t)
-	assert.Equal(t, coord.StateAborted, states["r1"])
-	assert.ErrorIs(t, r.answers["r1"], coord.ErrAborted, "r1 answers from its stored row")
+	assert.Equal(t, txntype.StateAborted, states["r1"])
+	assert.ErrorIs(t, r.answers["r1"], txntype.ErrAborted, "r1 answers from its stored row")
 	r.w.mu.Lock()
-	assert.Empty(t, r.w.sqlWork["p_r1@"+coord.DefaultDatabase], "nothing of the duplicate ran")
+	assert.Empty(t, r.w.sqlWork["p_r1@"+txntype.DefaultDatabase], "nothing of the duplicate ran")
 	r.w.mu.Unlock()
 	for _, id := range []string{"r0", "r2"} {
-		assert.Equal(t, coord.StateCommitted, states[id], id)
+		assert.Equal(t, txntype.StateCommitted, states[id], id)
 		assert.NoError(t, r.answers[id], id)
 	}
 	assert.Equal(t, 1, count(r.w.ops, "sql.run_shared"))
@@ -240,7 +241,7 @@ func TestJoinedBeginMarkedOnlyWhenTheSlotIsTaken(t *testing.T) {
 			w := newWorld()
 			w.pauseAt = -1
 			c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", DefaultTimeout: 500 * time.Millisecond,
-				FinishTimeout: time.Second, Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}},
+				FinishTimeout: time.Second, Ownership: ownership{txntype.Fence{Instance: "a", Epoch: 1}},
 				Logger: slog.New(slog.DiscardHandler), Batch: coord.BatchConfig{MaxMembers: 8, Concurrency: 1, ShareSQL: true}},
 				fakeLog{w}, fakeKafka{w}, fakeSQL{w})
 			c.ShareAlways()

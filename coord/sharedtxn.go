@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // How the members of a shared Kafka transaction hold its id (B3) and how a quarantined shared id
@@ -13,13 +15,13 @@ import (
 // sharedTxn is a batch's leased transaction as its members hold it (B3): the id goes back to
 // the pool when the last member releases it, quarantined if any member asked so.
 type sharedTxn struct {
-	ktx   KafkaTxn
+	ktx   txntype.KafkaTxn
 	left  atomic.Int32
 	keep  atomic.Bool
 	lease *quarantineLease
 }
 
-func newSharedTxn(ktx KafkaTxn, members int) *sharedTxn {
+func newSharedTxn(ktx txntype.KafkaTxn, members int) *sharedTxn {
 	s := &sharedTxn{ktx: ktx, lease: &quarantineLease{id: ktx.TransactionalID()}}
 	s.left.Store(int32(members))
 	s.lease.left.Store(int32(members))
@@ -38,16 +40,16 @@ type memberTxn struct {
 
 var errSharedStep = errors.New("coord: a member of a shared Kafka transaction does not run its steps")
 
-func (m *memberTxn) TransactionalID() string               { return m.s.ktx.TransactionalID() }
-func (m *memberTxn) Begin(context.Context, []Record) error { return errSharedStep }
-func (m *memberTxn) Add(context.Context, []Record) error   { return errSharedStep }
-func (m *memberTxn) Prepare(context.Context) (KafkaState, error) {
-	return KafkaState{}, errSharedStep
+func (m *memberTxn) TransactionalID() string                       { return m.s.ktx.TransactionalID() }
+func (m *memberTxn) Begin(context.Context, []txntype.Record) error { return errSharedStep }
+func (m *memberTxn) Add(context.Context, []txntype.Record) error   { return errSharedStep }
+func (m *memberTxn) Prepare(context.Context) (txntype.KafkaState, error) {
+	return txntype.KafkaState{}, errSharedStep
 }
 func (m *memberTxn) Commit(context.Context) error { return errSharedStep }
 
 // CommitOffsets is never a member's step: a request with offsets does not share (B5, batch.go).
-func (m *memberTxn) CommitOffsets(context.Context, *OffsetCommit) error { return errSharedStep }
+func (m *memberTxn) CommitOffsets(context.Context, *txntype.OffsetCommit) error { return errSharedStep }
 
 // Abort is a no-op: a member is rolled back alone only after the batch's prepared write was
 // refused, and then the leader has aborted the shared transaction already.
@@ -79,7 +81,7 @@ type quarantineLease struct {
 
 // leaseOf is the quarantine lease of a request's transaction: a batch's shared one, or a fresh
 // one for a transaction of its own.
-func leaseOf(ktx KafkaTxn) *quarantineLease {
+func leaseOf(ktx txntype.KafkaTxn) *quarantineLease {
 	if m, ok := ktx.(*memberTxn); ok {
 		return m.s.lease
 	}

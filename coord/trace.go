@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -121,21 +122,21 @@ func SpanError(span trace.Span, err error) {
 		return
 	}
 	switch {
-	case errors.Is(err, ErrInvalidRequest):
+	case errors.Is(err, txntype.ErrInvalidRequest):
 		span.SetAttributes(AttrErrorType.String("invalid_request"))
-		span.SetStatus(codes.Error, ErrInvalidRequest.Error())
+		span.SetStatus(codes.Error, txntype.ErrInvalidRequest.Error())
 		return
-	case errors.Is(err, ErrIDConflict):
+	case errors.Is(err, txntype.ErrIDConflict):
 		span.SetAttributes(AttrErrorType.String("id_conflict"))
-		span.SetStatus(codes.Error, ErrIDConflict.Error())
+		span.SetStatus(codes.Error, txntype.ErrIDConflict.Error())
 		return
 	}
-	var oe *OutcomeError
+	var oe *txntype.OutcomeError
 	cause := err
 	if errors.As(err, &oe) && oe.Cause != nil {
 		cause = oe.Cause
 	}
-	f := AsFailure(cause)
+	f := txntype.AsFailure(cause)
 	attrs := []attribute.KeyValue{AttrErrorType.String(string(f.Class)), AttrParticipant.String(f.Participant)}
 	if f.SQLState != "" {
 		attrs = append(attrs, AttrSQLState.String(f.SQLState))
@@ -144,14 +145,14 @@ func SpanError(span trace.Span, err error) {
 	desc := string(f.Class)
 	if oe != nil {
 		desc = oe.Sentinel.Error()
-	} else if errors.Is(err, ErrMovedOn) {
-		desc = ErrMovedOn.Error()
+	} else if errors.Is(err, txntype.ErrMovedOn) {
+		desc = txntype.ErrMovedOn.Error()
 	}
 	span.SetStatus(codes.Error, desc)
 }
 
 // spanDetail marks the span failed with a stored error detail (the outcome's, not a Go error).
-func spanDetail(span trace.Span, d *ErrorDetail) {
+func spanDetail(span trace.Span, d *txntype.ErrorDetail) {
 	if d == nil || !span.IsRecording() {
 		return
 	}
@@ -164,7 +165,7 @@ func spanDetail(span trace.Span, d *ErrorDetail) {
 }
 
 // kafkaAttrs are the Kafka ids of a transaction, for a span.
-func kafkaAttrs(span trace.Span, ids KafkaIDs) {
+func kafkaAttrs(span trace.Span, ids txntype.KafkaIDs) {
 	if !span.IsRecording() || ids.TransactionalID == "" {
 		return
 	}
@@ -173,7 +174,7 @@ func kafkaAttrs(span trace.Span, ids KafkaIDs) {
 }
 
 // TransactionAttrs sets a transaction's identity and state on a span (recovery's per-row span).
-func TransactionAttrs(span trace.Span, t *Transaction) {
+func TransactionAttrs(span trace.Span, t *txntype.Transaction) {
 	if !span.IsRecording() || t == nil {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -14,9 +15,9 @@ import (
 // nothing. (BenchmarkTracing shows the whole request, off against the SDK.)
 func TestTracingOffAllocatesNothing(t *testing.T) {
 	c := New(Config{Logger: slog.New(slog.DiscardHandler)}, nil, nil, nil)
-	w := &work{t: &Transaction{GID: "g"}}
+	w := &work{t: &txntype.Transaction{GID: "g"}}
 	ctx := context.Background()
-	failure := &Failure{Participant: ParticipantSQL, Class: ClassAbortable, Err: errors.New("no")}
+	failure := &txntype.Failure{Participant: txntype.ParticipantSQL, Class: txntype.ClassAbortable, Err: errors.New("no")}
 	for name, f := range map[string]func(){
 		"step": func() {
 			sctx, st := c.step(ctx, PhaseSQL, SpanSQL)
@@ -32,7 +33,7 @@ func TestTracingOffAllocatesNothing(t *testing.T) {
 		},
 		"child of a fresh context": func() {
 			_, span := startSpan(w.traced(ctx), SpanAbort)
-			kafkaAttrs(span, KafkaIDs{TransactionalID: "tid", ProducerID: 1})
+			kafkaAttrs(span, txntype.KafkaIDs{TransactionalID: "tid", ProducerID: 1})
 			EndSpan(span, nil)
 		},
 	} {

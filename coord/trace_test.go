@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // tracedCoordinator is a coordinator over a fake world whose spans go to an in-memory exporter.
@@ -26,18 +27,18 @@ func tracedCoordinator(t testing.TB, w *world, exp sdktrace.SpanExporter) *coord
 		tracer = tp.Tracer(coord.TracerName)
 	}
 	return coord.New(coord.Config{Instance: "a", GIDPrefix: "p", Logger: slog.New(slog.DiscardHandler),
-		Ownership: ownership{coord.Fence{Instance: "a", Epoch: 1}}, Tracer: tracer},
+		Ownership: ownership{txntype.Fence{Instance: "a", Epoch: 1}}, Tracer: tracer},
 		fakeLog{w}, fakeKafka{w}, fakeSQL{w})
 }
 
 // twoDBsAndKafka is a request with both participants, SQL on two databases.
-func twoDBsAndKafka(id string) coord.Request {
-	return coord.Request{ID: id,
-		SQL: []coord.Statement{
+func twoDBsAndKafka(id string) txntype.Request {
+	return txntype.Request{ID: id,
+		SQL: []txntype.Statement{
 			{Statement: "INSERT INTO orders VALUES ($1)", Args: []any{"secret-arg"}},
 			{Database: "orders", Statement: "INSERT INTO orders VALUES ($1)", Args: []any{"secret-arg"}},
 		},
-		Kafka: []coord.Record{{Topic: "orders", Value: coord.Text("secret-value")}}}
+		Kafka: []txntype.Record{{Topic: "orders", Value: txntype.Text("secret-value")}}}
 }
 
 // spanTree indexes exported spans by name and by span id.
@@ -88,7 +89,7 @@ func TestTraceCommitted(t *testing.T) {
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
 	txn, err := c.Execute(ctx, twoDBsAndKafka("x"))
 	require.NoError(t, err)
-	require.Equal(t, coord.StateCommitted, txn.State)
+	require.Equal(t, txntype.StateCommitted, txn.State)
 	// The final write follows the answer (finals.go): its span ends after the request's.
 	require.NoError(t, c.WaitFinals(context.Background()))
 
@@ -122,7 +123,7 @@ func TestTraceCommitted(t *testing.T) {
 		for _, s := range tr.byName[name] {
 			dbs = append(dbs, attrs(s)[coord.AttrDatabase].AsString())
 		}
-		assert.ElementsMatch(t, []string{coord.DefaultDatabase, "orders"}, dbs, name)
+		assert.ElementsMatch(t, []string{txntype.DefaultDatabase, "orders"}, dbs, name)
 	}
 	assert.Equal(t, coord.SpanPhase1, tr.parentName(tr.byName[coord.SpanSQL][0]))
 	assert.Equal(t, coord.SpanPhase2, tr.parentName(tr.byName[coord.SpanSQLPhase2][0]))
@@ -158,20 +159,20 @@ func TestTraceAborted(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	c := tracedCoordinator(t, w, exp)
 	_, err := c.Execute(context.Background(), twoDBsAndKafka("y"))
-	require.ErrorIs(t, err, coord.ErrAborted)
+	require.ErrorIs(t, err, txntype.ErrAborted)
 
 	tr := treeOf(exp.GetSpans())
 	root := tr.one(t, coord.SpanTransaction)
 	assert.Equal(t, codes.Error, root.Status.Code)
-	assert.Equal(t, coord.ErrAborted.Error(), root.Status.Description)
+	assert.Equal(t, txntype.ErrAborted.Error(), root.Status.Description)
 	ra := attrs(root)
-	assert.Equal(t, string(coord.ClassAbortable), ra[coord.AttrErrorType].AsString())
+	assert.Equal(t, string(txntype.ClassAbortable), ra[coord.AttrErrorType].AsString())
 	assert.Equal(t, "kafka", ra[coord.AttrParticipant].AsString())
 	assert.Equal(t, "aborted", ra[coord.AttrState].AsString())
 
 	k := tr.one(t, coord.SpanKafka)
 	assert.Equal(t, codes.Error, k.Status.Code)
-	assert.Equal(t, string(coord.ClassAbortable), attrs(k)[coord.AttrErrorType].AsString())
+	assert.Equal(t, string(txntype.ClassAbortable), attrs(k)[coord.AttrErrorType].AsString())
 	assert.Empty(t, k.Events, "no error message is recorded: it may quote a value")
 	assert.Equal(t, codes.Error, tr.one(t, coord.SpanPhase1).Status.Code)
 	assert.Equal(t, coord.SpanTransaction, tr.parentName(tr.one(t, coord.SpanAbort)),
@@ -200,16 +201,16 @@ func TestTraceRules(t *testing.T) {
 	w.at = nil
 	row, err := fakeLog{w}.Get(context.Background(), "z")
 	require.NoError(t, err)
-	require.Equal(t, coord.StatePrepared, row.State)
+	require.Equal(t, txntype.StatePrepared, row.State)
 
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	ctx, span := tp.Tracer("test").Start(context.Background(), "resolver")
 	rules := coord.Rules{Log: fakeLog{w}, SQL: fakeSQL{w}, Kafka: fakeKafka{w}}
-	to, err := rules.Resolve(ctx, row, coord.Fence{Instance: "r", Epoch: 1}, nil)
+	to, err := rules.Resolve(ctx, row, txntype.Fence{Instance: "r", Epoch: 1}, nil)
 	span.End()
 	require.NoError(t, err)
-	require.Equal(t, coord.StateCommitted, to)
+	require.Equal(t, txntype.StateCommitted, to)
 
 	tr := treeOf(exp.GetSpans())
 	for _, name := range []string{coord.SpanLogClaim, coord.SpanEndTxn, coord.SpanLogFinal} {

@@ -20,8 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/sqltxn"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -314,8 +314,8 @@ func assertResetInPipeline(t *testing.T, ctx context.Context, dsn string, admin 
 	before := pid()
 	for i, onePhase := range []bool{false, true, false} {
 		gid := fmt.Sprintf("reset_probe_%d@default", i)
-		stmt := coord.Statement{Database: "default", Statement: "INSERT INTO reset_probe VALUES ($1)", Args: []any{gid}}
-		_, err := d.Run(ctx, "default", []coord.Statement{stmt}, gid, onePhase, nil)
+		stmt := txntype.Statement{Database: "default", Statement: "INSERT INTO reset_probe VALUES ($1)", Args: []any{gid}}
+		_, err := d.Run(ctx, "default", []txntype.Statement{stmt}, gid, onePhase, nil)
 		require.NoError(t, err)
 		if !onePhase {
 			require.NoError(t, d.CommitPrepared(ctx, "default", gid))

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // EndTxn finishes an open transaction from its ids alone with a raw EndTxn request, routed by kgo
@@ -17,9 +16,9 @@ import (
 // InitProducerId (which would abort the transaction and bump the epoch).
 //
 // Answers: nil when Kafka committed (commit=true) or aborted (commit=false); an error wrapping
-// coord.ErrKafkaAborted only when Kafka confirms that the transaction was aborted
+// txntype.ErrKafkaAborted only when Kafka confirms that the transaction was aborted
 // (confirmAbort); any other error when the outcome is still unknown.
-func (p *Pool) EndTxn(ctx context.Context, ids coord.KafkaIDs, commit bool) error {
+func (p *Pool) EndTxn(ctx context.Context, ids txntype.KafkaIDs, commit bool) error {
 	backoff := 20 * time.Millisecond
 	for {
 		err := p.endTxnOnce(ctx, ids, commit)
@@ -42,7 +41,7 @@ func (p *Pool) EndTxn(ctx context.Context, ids coord.KafkaIDs, commit bool) erro
 	}
 }
 
-func (p *Pool) endTxnOnce(ctx context.Context, ids coord.KafkaIDs, commit bool) error {
+func (p *Pool) endTxnOnce(ctx context.Context, ids txntype.KafkaIDs, commit bool) error {
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID = ids.TransactionalID
 	req.ProducerID = ids.ProducerID
@@ -72,7 +71,7 @@ const (
 // transaction can have ended there while ours is in doubt, because its id is quarantined (I1).
 //
 //   - PrepareAbort/CompleteAbort, same producer id, epoch e+1 or e+2: aborted, confirmed
-//     (coord.ErrKafkaAborted);
+//     (txntype.ErrKafkaAborted);
 //   - PrepareCommit/CompleteCommit, same producer id, epoch e+1: committed (nil);
 //   - Ongoing at (producer id, e): still open, not decided: unknown, retriable;
 //   - anything else (another producer id, a later epoch, Empty, unknown id; transactions v1,
@@ -81,30 +80,30 @@ const (
 //     records back (the outcome oracle, I7).
 //
 // A describe that fails leaves the outcome unknown (retriable).
-func (p *Pool) confirmAbort(ctx context.Context, ids coord.KafkaIDs, answer error) error {
+func (p *Pool) confirmAbort(ctx context.Context, ids txntype.KafkaIDs, answer error) error {
 	o, _, err := p.DescribeTransaction(ctx, ids.TransactionalID)
 	if err != nil {
-		return &coord.Failure{Participant: coord.ParticipantKafka, Class: coord.ClassRetriable,
+		return &txntype.Failure{Participant: txntype.ParticipantKafka, Class: txntype.ClassRetriable,
 			Err: fmt.Errorf("%w (%s answered %w); describing the transaction failed: %w", errAbortUnconfirmed, ids.PreparedState(), answer, err)}
 	}
 	return abortEvidence(ids, o, answer)
 }
 
 // abortEvidence is confirmAbort's rule on what Kafka reported (o); see there.
-func abortEvidence(ids coord.KafkaIDs, o OpenTxn, answer error) error {
+func abortEvidence(ids txntype.KafkaIDs, o OpenTxn, answer error) error {
 	seen := fmt.Sprintf("Kafka reports %s with producer %d epoch %d", orNone(o.State), o.ProducerID, o.ProducerEpoch)
 	same := o.ProducerID == ids.ProducerID
 	switch {
 	case same && (o.State == statePrepareAbort || o.State == stateCompleteAbort) &&
 		(o.ProducerEpoch == ids.ProducerEpoch+1 || o.ProducerEpoch == ids.ProducerEpoch+2):
-		return classify(fmt.Errorf("%w: %s: EndTxn(commit) answered %w and %s", coord.ErrKafkaAborted, ids.PreparedState(), answer, seen))
+		return classify(fmt.Errorf("%w: %s: EndTxn(commit) answered %w and %s", txntype.ErrKafkaAborted, ids.PreparedState(), answer, seen))
 	case same && (o.State == statePrepareCommit || o.State == stateCompleteCommit) && o.ProducerEpoch == ids.ProducerEpoch+1:
 		return nil
 	case same && o.State == stateOngoing && o.ProducerEpoch == ids.ProducerEpoch:
-		return &coord.Failure{Participant: coord.ParticipantKafka, Class: coord.ClassRetriable,
+		return &txntype.Failure{Participant: txntype.ParticipantKafka, Class: txntype.ClassRetriable,
 			Err: fmt.Errorf("%w: %s: EndTxn(commit) answered %w, but %s: still open", errAbortUnconfirmed, ids.PreparedState(), answer, seen)}
 	}
-	return &coord.Failure{Participant: coord.ParticipantKafka, Class: coord.ClassFenced,
+	return &txntype.Failure{Participant: txntype.ParticipantKafka, Class: txntype.ClassFenced,
 		Err: fmt.Errorf("%w: %s: EndTxn(commit) answered %w, and %s: the id has moved on", errAbortUnconfirmed, ids.PreparedState(), answer, seen)}
 }
 

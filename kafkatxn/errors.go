@@ -7,10 +7,9 @@ import (
 	"net"
 	"syscall"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // Sentinels of this package.
@@ -25,80 +24,80 @@ var (
 	errUnknownTopic = kerr.UnknownTopicOrPartition
 )
 
-// classify turns a franz-go or Kafka error into a coord.Failure with its KIP-1050 group. It is
+// classify turns a franz-go or Kafka error into a txntype.Failure with its KIP-1050 group. It is
 // the one place where Kafka errors get their meaning; every retry rule is written here.
-func classify(err error) *coord.Failure {
+func classify(err error) *txntype.Failure {
 	if err == nil {
 		return nil
 	}
-	f := &coord.Failure{Participant: coord.ParticipantKafka, Err: err}
+	f := &txntype.Failure{Participant: txntype.ParticipantKafka, Err: err}
 	var ke *kerr.Error
 	switch {
 	case errors.Is(err, ErrPoolExhausted), errors.Is(err, ErrRestartCheck):
 		// The caller may retry; nothing was started.
-		f.Class, f.Unavailable = coord.ClassRetriable, true
-	case errors.Is(err, coord.ErrKafkaAborted):
-		f.Class = coord.ClassAbortable
+		f.Class, f.Unavailable = txntype.ClassRetriable, true
+	case errors.Is(err, txntype.ErrKafkaAborted):
+		f.Class = txntype.ClassAbortable
 	case errors.Is(err, errMixedWriters):
 		// The producer was re-initialised mid-transaction (a broker or coordinator move): this
 		// transaction cannot commit whole, nothing of it was prepared, a new attempt may succeed.
-		f.Class = coord.ClassRetriable
+		f.Class = txntype.ClassRetriable
 	case errors.As(err, &ke):
 		f.Class = classifyCode(ke)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, kgo.ErrRecordTimeout),
 		errors.Is(err, kgo.ErrRecordRetries):
 		// Out of time inside the budget: this transaction cannot commit, the producer is fine.
 		// (Checked before isConnError: context.DeadlineExceeded is also a net.Error.)
-		f.Class = coord.ClassAbortable
+		f.Class = txntype.ClassAbortable
 	case isConnError(err):
 		// The broker is unreachable: nothing can have been committed by us; safe to retry.
-		f.Class, f.Unavailable = coord.ClassRetriable, true
+		f.Class, f.Unavailable = txntype.ClassRetriable, true
 	case errors.Is(err, kgo.ErrAborting), errors.Is(err, context.Canceled):
-		f.Class = coord.ClassAbortable
+		f.Class = txntype.ClassAbortable
 	default:
-		f.Class = coord.ClassAbortable
+		f.Class = txntype.ClassAbortable
 	}
 	return f
 }
 
 // classifyCode maps a Kafka error code to its KIP-1050 group.
-func classifyCode(ke *kerr.Error) coord.Class {
+func classifyCode(ke *kerr.Error) txntype.Class {
 	switch ke {
 	case kerr.ProducerFenced, kerr.InvalidProducerEpoch, kerr.TransactionCoordinatorFenced,
 		kerr.InvalidProducerIDMapping, kerr.UnknownProducerID:
 		// Application-recoverable: someone else initialised our transactional.id (or the broker
 		// lost our producer state). Abort, recreate the producer, and find out why.
-		return coord.ClassFenced
+		return txntype.ClassFenced
 	case kerr.TopicAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed,
 		kerr.ClusterAuthorizationFailed, kerr.InvalidTransactionTimeout, kerr.UnsupportedVersion,
 		kerr.UnsupportedForMessageFormat, kerr.SaslAuthenticationFailed, kerr.InvalidConfig,
 		kerr.UnsupportedCompressionType, kerr.InvalidRequiredAcks:
 		// Invalid configuration: retrying cannot help.
-		return coord.ClassInvalidConfig
+		return txntype.ClassInvalidConfig
 	case kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord,
 		kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.InvalidTopicException,
 		kerr.TransactionAbortable, kerr.InvalidTxnState, kerr.InvalidTimestamp,
 		kerr.CorruptMessage:
 		// Abortable: this transaction cannot commit; the producer stays usable after an abort.
-		return coord.ClassAbortable
+		return txntype.ClassAbortable
 	}
 	if ke.Retriable || ke == kerr.ConcurrentTransactions {
 		// (CONCURRENT_TRANSACTIONS is not flagged retriable by Kafka, but it only means the
 		// previous transaction on the id is still completing.)
 		// Retriable: kgo retried inside the budget already (leader moves, NOT_ENOUGH_REPLICAS,
 		// coordinator loading); the request as a whole may be retried by the caller.
-		return coord.ClassRetriable
+		return txntype.ClassRetriable
 	}
-	return coord.ClassAbortable
+	return txntype.ClassAbortable
 }
 
 // unacknowledged classifies a flush that ran out of time: the brokers did not acknowledge the
 // records within the request's budget, which in practice means Kafka is down or unreachable.
 // Nothing was prepared, so the caller may retry (503): retriable and Unavailable.
-func unacknowledged(err error) *coord.Failure {
+func unacknowledged(err error) *txntype.Failure {
 	f := classify(err)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrRecordTimeout) {
-		f.Class, f.Unavailable = coord.ClassRetriable, true
+		f.Class, f.Unavailable = txntype.ClassRetriable, true
 	}
 	return f
 }
@@ -106,8 +105,8 @@ func unacknowledged(err error) *coord.Failure {
 // topicsUnrecorded classifies a failed Config.RecordTopics: the coordinator's own log did not
 // take the topics, and nothing was produced, so the caller may retry (503): retriable and
 // Unavailable, as a failed log write before anything ran.
-func topicsUnrecorded(topics []string, err error) *coord.Failure {
-	return &coord.Failure{Participant: coord.ParticipantCoordinator, Class: coord.ClassRetriable, Unavailable: true,
+func topicsUnrecorded(topics []string, err error) *txntype.Failure {
+	return &txntype.Failure{Participant: txntype.ParticipantCoordinator, Class: txntype.ClassRetriable, Unavailable: true,
 		Err: fmt.Errorf("recording topics %v for the hanging-transaction scans: %w", topics, err)}
 }
 
@@ -146,7 +145,7 @@ var errAbortUnconfirmed = errors.New("kafka asked for an abort but does not conf
 func producerBroken(err error) bool {
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
-		return classifyCode(ke) == coord.ClassFenced || ke == kerr.OperationNotAttempted
+		return classifyCode(ke) == txntype.ClassFenced || ke == kerr.OperationNotAttempted
 	}
 	return err != nil
 }
@@ -159,7 +158,7 @@ func isConnError(err error) bool {
 }
 
 // groupError classifies a refused offset commit of oc's group: the error names the group, and
-// its participant is the group's coordinator (coord.ParticipantKafkaGroup) where the group
+// its participant is the group's coordinator (txntype.ParticipantKafkaGroup) where the group
 // refused it.
 //
 //   - fenced (KIP-447, KIP-848): the member is no longer the one the group knows (a rebalance
@@ -170,7 +169,7 @@ func isConnError(err error) bool {
 //     INVALID_GROUP_ID;
 //   - anything else (the transaction's own errors: a fenced producer, an abortable
 //     transaction, a timeout) keeps the class classify gives it, with the group named.
-func groupError(oc *coord.OffsetCommit, err error) *coord.Failure {
+func groupError(oc *txntype.OffsetCommit, err error) *txntype.Failure {
 	err = fmt.Errorf("offsets of consumer group %q: %w", oc.GroupID, err)
 	f := classify(err)
 	var ke *kerr.Error
@@ -180,11 +179,11 @@ func groupError(oc *coord.OffsetCommit, err error) *coord.Failure {
 	switch ke {
 	case kerr.IllegalGeneration, kerr.UnknownMemberID, kerr.FencedInstanceID, kerr.StaleMemberEpoch,
 		kerr.FencedMemberEpoch, kerr.GroupIDNotFound, kerr.RebalanceInProgress:
-		f.Participant, f.Class = coord.ParticipantKafkaGroup, coord.ClassFenced
+		f.Participant, f.Class = txntype.ParticipantKafkaGroup, txntype.ClassFenced
 	case kerr.GroupAuthorizationFailed, kerr.TopicAuthorizationFailed, kerr.InvalidGroupID:
-		f.Participant, f.Class = coord.ParticipantKafkaGroup, coord.ClassInvalidConfig
+		f.Participant, f.Class = txntype.ParticipantKafkaGroup, txntype.ClassInvalidConfig
 	case kerr.OffsetMetadataTooLarge, kerr.InvalidCommitOffsetSize, kerr.UnknownTopicOrPartition:
-		f.Participant, f.Class = coord.ParticipantKafkaGroup, coord.ClassAbortable
+		f.Participant, f.Class = txntype.ParticipantKafkaGroup, txntype.ClassAbortable
 	}
 	return f
 }

@@ -9,12 +9,11 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // dialError is what a refused TCP connection to a broker looks like.
@@ -42,36 +41,36 @@ func TestClassifyKafkaCodes(t *testing.T) {
 	tests := []struct {
 		name  string
 		err   error
-		class coord.Class
+		class txntype.Class
 	}{
 		// Fenced (application-recoverable).
-		{"producer fenced", kerr.ProducerFenced, coord.ClassFenced},
-		{"invalid producer epoch", kerr.InvalidProducerEpoch, coord.ClassFenced},
-		{"txn coordinator fenced", kerr.TransactionCoordinatorFenced, coord.ClassFenced},
-		{"invalid producer id mapping", kerr.InvalidProducerIDMapping, coord.ClassFenced},
-		{"unknown producer id", kerr.UnknownProducerID, coord.ClassFenced},
+		{"producer fenced", kerr.ProducerFenced, txntype.ClassFenced},
+		{"invalid producer epoch", kerr.InvalidProducerEpoch, txntype.ClassFenced},
+		{"txn coordinator fenced", kerr.TransactionCoordinatorFenced, txntype.ClassFenced},
+		{"invalid producer id mapping", kerr.InvalidProducerIDMapping, txntype.ClassFenced},
+		{"unknown producer id", kerr.UnknownProducerID, txntype.ClassFenced},
 		// Invalid configuration.
-		{"topic authorization", kerr.TopicAuthorizationFailed, coord.ClassInvalidConfig},
-		{"transactional id authorization", kerr.TransactionalIDAuthorizationFailed, coord.ClassInvalidConfig},
-		{"cluster authorization", kerr.ClusterAuthorizationFailed, coord.ClassInvalidConfig},
-		{"invalid transaction timeout", kerr.InvalidTransactionTimeout, coord.ClassInvalidConfig},
-		{"unsupported version", kerr.UnsupportedVersion, coord.ClassInvalidConfig},
-		{"sasl authentication", kerr.SaslAuthenticationFailed, coord.ClassInvalidConfig},
+		{"topic authorization", kerr.TopicAuthorizationFailed, txntype.ClassInvalidConfig},
+		{"transactional id authorization", kerr.TransactionalIDAuthorizationFailed, txntype.ClassInvalidConfig},
+		{"cluster authorization", kerr.ClusterAuthorizationFailed, txntype.ClassInvalidConfig},
+		{"invalid transaction timeout", kerr.InvalidTransactionTimeout, txntype.ClassInvalidConfig},
+		{"unsupported version", kerr.UnsupportedVersion, txntype.ClassInvalidConfig},
+		{"sasl authentication", kerr.SaslAuthenticationFailed, txntype.ClassInvalidConfig},
 		// Abortable.
-		{"message too large", kerr.MessageTooLarge, coord.ClassAbortable},
-		{"record list too large", kerr.RecordListTooLarge, coord.ClassAbortable},
-		{"unknown topic or partition", kerr.UnknownTopicOrPartition, coord.ClassAbortable},
-		{"invalid txn state", kerr.InvalidTxnState, coord.ClassAbortable},
-		{"transaction abortable", kerr.TransactionAbortable, coord.ClassAbortable},
-		{"invalid record", kerr.InvalidRecord, coord.ClassAbortable},
-		{"corrupt message", kerr.CorruptMessage, coord.ClassAbortable},
+		{"message too large", kerr.MessageTooLarge, txntype.ClassAbortable},
+		{"record list too large", kerr.RecordListTooLarge, txntype.ClassAbortable},
+		{"unknown topic or partition", kerr.UnknownTopicOrPartition, txntype.ClassAbortable},
+		{"invalid txn state", kerr.InvalidTxnState, txntype.ClassAbortable},
+		{"transaction abortable", kerr.TransactionAbortable, txntype.ClassAbortable},
+		{"invalid record", kerr.InvalidRecord, txntype.ClassAbortable},
+		{"corrupt message", kerr.CorruptMessage, txntype.ClassAbortable},
 		// Retriable (Kafka marks them retriable).
-		{"not enough replicas", kerr.NotEnoughReplicas, coord.ClassRetriable},
-		{"request timed out", kerr.RequestTimedOut, coord.ClassRetriable},
-		{"not leader", kerr.NotLeaderForPartition, coord.ClassRetriable},
-		{"coordinator loading", kerr.CoordinatorLoadInProgress, coord.ClassRetriable},
+		{"not enough replicas", kerr.NotEnoughReplicas, txntype.ClassRetriable},
+		{"request timed out", kerr.RequestTimedOut, txntype.ClassRetriable},
+		{"not leader", kerr.NotLeaderForPartition, txntype.ClassRetriable},
+		{"coordinator loading", kerr.CoordinatorLoadInProgress, txntype.ClassRetriable},
 		// Neither listed nor retriable: abortable by default.
-		{"unknown server error", kerr.UnknownServerError, coord.ClassAbortable},
+		{"unknown server error", kerr.UnknownServerError, txntype.ClassAbortable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,7 +80,7 @@ func TestClassifyKafkaCodes(t *testing.T) {
 				require.NotNil(t, f)
 				assert.Equal(t, tt.class, f.Class, "classify(%v)", err)
 				assert.False(t, f.Unavailable, "classify(%v).Unavailable", err)
-				assert.Equal(t, coord.ParticipantKafka, f.Participant)
+				assert.Equal(t, txntype.ParticipantKafka, f.Participant)
 				assert.Same(t, err, f.Err, "the original error is kept")
 				assert.ErrorIs(t, f, tt.err, "the Failure unwraps to the Kafka error")
 			}
@@ -114,9 +113,9 @@ func TestClassifyCodeUsesKafkaRetriableFlag(t *testing.T) {
 		if !ok || named[ke] || (ke == kerr.UnknownServerError && code != -1) {
 			continue
 		}
-		want := coord.ClassAbortable
+		want := txntype.ClassAbortable
 		if ke.Retriable || ke == kerr.ConcurrentTransactions {
-			want = coord.ClassRetriable
+			want = txntype.ClassRetriable
 		}
 		assert.Equal(t, want, classifyCode(ke), "code %d (%s)", code, ke.Message)
 	}
@@ -127,22 +126,22 @@ func TestClassifyNonKafkaErrors(t *testing.T) {
 	tests := []struct {
 		name        string
 		err         error
-		class       coord.Class
+		class       txntype.Class
 		unavailable bool
 	}{
-		{"pool exhausted", ErrPoolExhausted, coord.ClassRetriable, true},
-		{"pool exhausted wrapped", wrap(ErrPoolExhausted), coord.ClassRetriable, true},
-		{"dial error", dialError(), coord.ClassRetriable, true},
-		{"dial error wrapped", wrap(dialError()), coord.ClassRetriable, true},
-		{"connection refused", wrap(syscall.ECONNREFUSED), coord.ClassRetriable, true},
-		{"client closed", kgo.ErrClientClosed, coord.ClassRetriable, true},
-		{"kafka aborted", coord.ErrKafkaAborted, coord.ClassAbortable, false},
-		{"kafka aborted wrapped", wrap(coord.ErrKafkaAborted), coord.ClassAbortable, false},
-		{"record timeout", kgo.ErrRecordTimeout, coord.ClassAbortable, false},
-		{"record retries", kgo.ErrRecordRetries, coord.ClassAbortable, false},
-		{"aborting", kgo.ErrAborting, coord.ClassAbortable, false},
-		{"canceled", context.Canceled, coord.ClassAbortable, false},
-		{"unknown", errors.New("something else"), coord.ClassAbortable, false},
+		{"pool exhausted", ErrPoolExhausted, txntype.ClassRetriable, true},
+		{"pool exhausted wrapped", wrap(ErrPoolExhausted), txntype.ClassRetriable, true},
+		{"dial error", dialError(), txntype.ClassRetriable, true},
+		{"dial error wrapped", wrap(dialError()), txntype.ClassRetriable, true},
+		{"connection refused", wrap(syscall.ECONNREFUSED), txntype.ClassRetriable, true},
+		{"client closed", kgo.ErrClientClosed, txntype.ClassRetriable, true},
+		{"kafka aborted", txntype.ErrKafkaAborted, txntype.ClassAbortable, false},
+		{"kafka aborted wrapped", wrap(txntype.ErrKafkaAborted), txntype.ClassAbortable, false},
+		{"record timeout", kgo.ErrRecordTimeout, txntype.ClassAbortable, false},
+		{"record retries", kgo.ErrRecordRetries, txntype.ClassAbortable, false},
+		{"aborting", kgo.ErrAborting, txntype.ClassAbortable, false},
+		{"canceled", context.Canceled, txntype.ClassAbortable, false},
+		{"unknown", errors.New("something else"), txntype.ClassAbortable, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,7 +150,7 @@ func TestClassifyNonKafkaErrors(t *testing.T) {
 			require.NotNil(t, f)
 			assert.Equal(t, tt.class, f.Class)
 			assert.Equal(t, tt.unavailable, f.Unavailable)
-			assert.Equal(t, coord.ParticipantKafka, f.Participant)
+			assert.Equal(t, txntype.ParticipantKafka, f.Participant)
 			assert.ErrorIs(t, f, tt.err)
 		})
 	}
@@ -165,7 +164,7 @@ func TestClassifyDeadlineExceeded(t *testing.T) {
 	for _, err := range []error{context.DeadlineExceeded, wrap(context.DeadlineExceeded)} {
 		f := classify(err)
 		require.NotNil(t, f)
-		assert.Equal(t, coord.ClassAbortable, f.Class, "classify(%v)", err)
+		assert.Equal(t, txntype.ClassAbortable, f.Class, "classify(%v)", err)
 		assert.False(t, f.Unavailable, "classify(%v).Unavailable", err)
 	}
 }
@@ -216,7 +215,7 @@ func TestEndTxnAbortAsked(t *testing.T) {
 		{kerr.InvalidProducerEpoch, false},
 		{kerr.ConcurrentTransactions, false},
 		{kerr.RequestTimedOut, false},
-		{coord.ErrKafkaAborted, false},
+		{txntype.ErrKafkaAborted, false},
 		{dialError(), false},
 		{nil, false},
 	}
@@ -333,16 +332,16 @@ func TestPartitionerKeyed(t *testing.T) {
 func TestToKgoPartition(t *testing.T) {
 	t.Parallel()
 	zero, three := int32(0), int32(3)
-	key := coord.Text("k")
+	key := txntype.Text("k")
 	tests := []struct {
 		name     string
-		rec      coord.Record
+		rec      txntype.Record
 		explicit bool
 		want     int32
 	}{
-		{"no partition", coord.Record{Topic: "t", Key: key}, false, 0},
-		{"partition 0", coord.Record{Topic: "t", Partition: &zero}, true, 0},
-		{"partition 3", coord.Record{Topic: "t", Key: key, Partition: &three}, true, 3},
+		{"no partition", txntype.Record{Topic: "t", Key: key}, false, 0},
+		{"partition 0", txntype.Record{Topic: "t", Partition: &zero}, true, 0},
+		{"partition 3", txntype.Record{Topic: "t", Key: key, Partition: &three}, true, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -361,9 +360,9 @@ func TestToKgoPartition(t *testing.T) {
 func TestUnacknowledged(t *testing.T) {
 	t.Parallel()
 	f := unacknowledged(fmt.Errorf("flush: %w", context.DeadlineExceeded))
-	assert.Equal(t, coord.ClassRetriable, f.Class)
+	assert.Equal(t, txntype.ClassRetriable, f.Class)
 	assert.True(t, f.Unavailable)
 	f = unacknowledged(fmt.Errorf("flush: %w", kerr.MessageTooLarge))
-	assert.Equal(t, coord.ClassAbortable, f.Class)
+	assert.Equal(t, txntype.ClassAbortable, f.Class)
 	assert.False(t, f.Unavailable)
 }

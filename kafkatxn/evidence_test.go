@@ -5,20 +5,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // TestAbortEvidence: an EndTxn(commit) answer that asks for an abort counts as an abort only
 // when Kafka's transaction state confirms it for this very transaction.
 func TestAbortEvidence(t *testing.T) {
 	t.Parallel()
-	ids := coord.KafkaIDs{TransactionalID: "x-1", ProducerID: 7, ProducerEpoch: 4}
+	ids := txntype.KafkaIDs{TransactionalID: "x-1", ProducerID: 7, ProducerEpoch: 4}
 	tests := []struct {
 		name  string
 		seen  OpenTxn
@@ -31,14 +30,14 @@ func TestAbortEvidence(t *testing.T) {
 		{"complete commit at e+1", OpenTxn{State: stateCompleteCommit, ProducerID: 7, ProducerEpoch: 5}, "committed", kerr.InvalidTxnState},
 		{"prepare commit at e+1", OpenTxn{State: statePrepareCommit, ProducerID: 7, ProducerEpoch: 5}, "committed", kerr.TransactionAbortable},
 		// TRANSACTION_ABORTABLE while the transaction is still open: an instruction, no outcome.
-		{"still ongoing", OpenTxn{State: stateOngoing, ProducerID: 7, ProducerEpoch: 4}, string(coord.ClassRetriable), kerr.TransactionAbortable},
+		{"still ongoing", OpenTxn{State: stateOngoing, ProducerID: 7, ProducerEpoch: 4}, string(txntype.ClassRetriable), kerr.TransactionAbortable},
 		// Transactions v1 (no epoch bump): the state could be another transaction's.
-		{"abort at the same epoch (v1)", OpenTxn{State: stateCompleteAbort, ProducerID: 7, ProducerEpoch: 4}, string(coord.ClassFenced), kerr.InvalidTxnState},
-		{"abort of a later transaction", OpenTxn{State: stateCompleteAbort, ProducerID: 7, ProducerEpoch: 8}, string(coord.ClassFenced), kerr.InvalidTxnState},
-		{"commit at e+2", OpenTxn{State: stateCompleteCommit, ProducerID: 7, ProducerEpoch: 6}, string(coord.ClassFenced), kerr.InvalidTxnState},
-		{"another producer id", OpenTxn{State: stateCompleteAbort, ProducerID: 8, ProducerEpoch: 5}, string(coord.ClassFenced), kerr.InvalidTxnState},
-		{"re-initialised (Empty)", OpenTxn{State: "Empty", ProducerID: 7, ProducerEpoch: 6}, string(coord.ClassFenced), kerr.InvalidTxnState},
-		{"unknown id", OpenTxn{TransactionalID: "x-1"}, string(coord.ClassFenced), kerr.InvalidTxnState},
+		{"abort at the same epoch (v1)", OpenTxn{State: stateCompleteAbort, ProducerID: 7, ProducerEpoch: 4}, string(txntype.ClassFenced), kerr.InvalidTxnState},
+		{"abort of a later transaction", OpenTxn{State: stateCompleteAbort, ProducerID: 7, ProducerEpoch: 8}, string(txntype.ClassFenced), kerr.InvalidTxnState},
+		{"commit at e+2", OpenTxn{State: stateCompleteCommit, ProducerID: 7, ProducerEpoch: 6}, string(txntype.ClassFenced), kerr.InvalidTxnState},
+		{"another producer id", OpenTxn{State: stateCompleteAbort, ProducerID: 8, ProducerEpoch: 5}, string(txntype.ClassFenced), kerr.InvalidTxnState},
+		{"re-initialised (Empty)", OpenTxn{State: "Empty", ProducerID: 7, ProducerEpoch: 6}, string(txntype.ClassFenced), kerr.InvalidTxnState},
+		{"unknown id", OpenTxn{TransactionalID: "x-1"}, string(txntype.ClassFenced), kerr.InvalidTxnState},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,13 +48,13 @@ func TestAbortEvidence(t *testing.T) {
 				assert.NoError(t, err)
 			case "aborted":
 				require.Error(t, err)
-				assert.ErrorIs(t, err, coord.ErrKafkaAborted)
+				assert.ErrorIs(t, err, txntype.ErrKafkaAborted)
 				assert.ErrorIs(t, err, tt.asked, "the answer stays in the chain")
 			default:
 				require.Error(t, err)
-				assert.NotErrorIs(t, err, coord.ErrKafkaAborted, "not confirmed: never an abort")
+				assert.NotErrorIs(t, err, txntype.ErrKafkaAborted, "not confirmed: never an abort")
 				assert.ErrorIs(t, err, errAbortUnconfirmed)
-				assert.Equal(t, coord.Class(tt.want), coord.AsFailure(err).Class)
+				assert.Equal(t, txntype.Class(tt.want), txntype.AsFailure(err).Class)
 			}
 		})
 	}
@@ -65,7 +64,7 @@ func TestAbortEvidence(t *testing.T) {
 // producer id and epoch that would be logged.
 func TestCheckWriters(t *testing.T) {
 	t.Parallel()
-	ids := coord.KafkaIDs{TransactionalID: "x-1", ProducerID: 7, ProducerEpoch: 4}
+	ids := txntype.KafkaIDs{TransactionalID: "x-1", ProducerID: 7, ProducerEpoch: 4}
 	w := func(pid int64, epoch int16) writer { return writer{producerID: pid, epoch: epoch, written: true} }
 	tests := []struct {
 		name string
@@ -90,7 +89,7 @@ func TestCheckWriters(t *testing.T) {
 			}
 			require.ErrorIs(t, err, errMixedWriters)
 			f := classify(err)
-			assert.Equal(t, coord.ClassRetriable, f.Class, "nothing was prepared; a new attempt may succeed")
+			assert.Equal(t, txntype.ClassRetriable, f.Class, "nothing was prepared; a new attempt may succeed")
 			assert.False(t, f.Unavailable)
 		})
 	}
@@ -111,7 +110,7 @@ func kfakePool(t *testing.T, topic string, partitions int32) (*Pool, *kfake.Clus
 	return p, c
 }
 
-func key(s string) *coord.Payload { return coord.Text(s) }
+func key(s string) *txntype.Payload { return txntype.Text(s) }
 
 // TestPrepareChecksWriters: a real transaction's records are all written by the ids Prepare
 // returns, and those ids commit it.
@@ -123,7 +122,7 @@ func TestPrepareChecksWriters(t *testing.T) {
 	kt, err := p.Acquire(ctx)
 	require.NoError(t, err)
 	txn := kt.(*Txn)
-	require.NoError(t, txn.Begin(ctx, []coord.Record{{Topic: "orders", Key: key("a")}, {Topic: "orders", Key: key("b")},
+	require.NoError(t, txn.Begin(ctx, []txntype.Record{{Topic: "orders", Key: key("a")}, {Topic: "orders", Key: key("b")},
 		{Topic: "orders", Key: key("c")}}))
 	ks, err := txn.Prepare(ctx)
 	require.NoError(t, err)
@@ -147,7 +146,7 @@ func TestEndTxnAbortAskedIsNotAnAbort(t *testing.T) {
 	kt, err := p.Acquire(ctx)
 	require.NoError(t, err)
 	txn := kt.(*Txn)
-	require.NoError(t, txn.Begin(ctx, []coord.Record{{Topic: "orders", Key: key("a")}}))
+	require.NoError(t, txn.Begin(ctx, []txntype.Record{{Topic: "orders", Key: key("a")}}))
 	ks, err := txn.Prepare(ctx)
 	require.NoError(t, err)
 
@@ -163,9 +162,9 @@ func TestEndTxnAbortAskedIsNotAnAbort(t *testing.T) {
 	})
 	err = p.EndTxn(ctx, ks.KafkaIDs, true)
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, coord.ErrKafkaAborted, "Kafka asked for an abort; it did not abort")
+	assert.NotErrorIs(t, err, txntype.ErrKafkaAborted, "Kafka asked for an abort; it did not abort")
 	assert.ErrorIs(t, err, kerr.TransactionAbortable)
-	assert.Equal(t, coord.ClassRetriable, coord.AsFailure(err).Class, "still open: unknown, retried")
+	assert.Equal(t, txntype.ClassRetriable, txntype.AsFailure(err).Class, "still open: unknown, retried")
 	o, open, err := p.DescribeTransaction(ctx, ks.TransactionalID)
 	require.NoError(t, err)
 	assert.True(t, open, "the transaction is still open: %+v", o)
@@ -175,8 +174,8 @@ func TestEndTxnAbortAskedIsNotAnAbort(t *testing.T) {
 	require.NoError(t, p.EndTxn(ctx, ks.KafkaIDs, false))
 	err = p.EndTxn(ctx, ks.KafkaIDs, true)
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, coord.ErrKafkaAborted)
-	assert.Equal(t, coord.ClassFenced, coord.AsFailure(err).Class)
+	assert.NotErrorIs(t, err, txntype.ErrKafkaAborted)
+	assert.Equal(t, txntype.ClassFenced, txntype.AsFailure(err).Class)
 
 	// A broker that reports the abort of exactly this transaction (transactions v2: the epoch
 	// after ours) confirms it.
@@ -192,6 +191,6 @@ func TestEndTxnAbortAskedIsNotAnAbort(t *testing.T) {
 		return resp, nil, true
 	})
 	err = p.EndTxn(ctx, ks.KafkaIDs, true)
-	assert.ErrorIs(t, err, coord.ErrKafkaAborted)
+	assert.ErrorIs(t, err, txntype.ErrKafkaAborted)
 	txn.Release(false)
 }

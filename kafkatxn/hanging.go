@@ -9,10 +9,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // Hanging transactions (upstream KAFKA-20734). A broker can complete a transaction in its
@@ -168,7 +167,7 @@ const topicRecordEvery = time.Hour
 // time; the others wait for it only when this process never recorded the topic (a refresh
 // finds it durable already), so a burst of requests on a topic makes one write, not one each.
 // A failure is the log's: nothing is produced, and the next call tries again.
-func (p *Pool) recordTopics(ctx context.Context, recs []coord.Record) error {
+func (p *Pool) recordTopics(ctx context.Context, recs []txntype.Record) error {
 	for {
 		due, waitFor, wait := p.dueTopics(recs)
 		switch {
@@ -193,7 +192,7 @@ func (p *Pool) recordTopics(ctx context.Context, recs []coord.Record) error {
 // dueTopics remembers the topics of recs and claims those this caller must record (due); wait
 // is closed when another caller's recording of waitFor, a topic this process never recorded,
 // ends.
-func (p *Pool) dueTopics(recs []coord.Record) (due []string, waitFor string, wait chan struct{}) {
+func (p *Pool) dueTopics(recs []txntype.Record) (due []string, waitFor string, wait chan struct{}) {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // TestScanAndRepair: a transaction Kafka's coordinator still has open is not hanging; a leased id
@@ -28,7 +27,7 @@ func TestScanAndRepair(t *testing.T) {
 	kt, err := p.Acquire(ctx)
 	require.NoError(t, err)
 	txn := kt.(*Txn)
-	require.NoError(t, txn.Begin(ctx, []coord.Record{{Topic: "orders", Key: key("a")}, {Topic: "orders", Key: key("b")}}))
+	require.NoError(t, txn.Begin(ctx, []txntype.Record{{Topic: "orders", Key: key("a")}, {Topic: "orders", Key: key("b")}}))
 	ks, err := txn.Prepare(ctx)
 	require.NoError(t, err)
 	ids := []string{p.TransactionalID(0), p.TransactionalID(1)}
@@ -121,7 +120,7 @@ func TestAcquireWaitsForTheRestartCheck(t *testing.T) {
 	defer cancelShort()
 	_, err = p.Acquire(short)
 	require.Error(t, err, "the only other id is held")
-	assert.True(t, coord.AsFailure(err).Unavailable)
+	assert.True(t, txntype.AsFailure(err).Unavailable)
 	assert.Equal(t, 1, p.Detail().Hanging)
 	kt.Release(true)
 }
@@ -155,8 +154,8 @@ func TestCheckRecordsRecordsTopics(t *testing.T) {
 		calls = nil
 		return out
 	}
-	orders := []coord.Record{{Topic: "orders", Value: key("1")}, {Topic: "orders", Value: key("2")}}
-	both := append(slices.Clone(orders), coord.Record{Topic: "payments", Value: key("3")})
+	orders := []txntype.Record{{Topic: "orders", Value: key("1")}, {Topic: "orders", Value: key("2")}}
+	both := append(slices.Clone(orders), txntype.Record{Topic: "payments", Value: key("3")})
 
 	require.NoError(t, p.CheckRecords(ctx, orders))
 	assert.Equal(t, [][]string{{"orders"}}, recorded(), "recorded once before its first record")
@@ -167,9 +166,9 @@ func TestCheckRecordsRecordsTopics(t *testing.T) {
 	fail = errors.New("log down")
 	mu.Unlock()
 	err = p.CheckRecords(ctx, both)
-	var f *coord.Failure
+	var f *txntype.Failure
 	require.ErrorAs(t, err, &f)
-	assert.Equal(t, coord.ParticipantCoordinator, f.Participant)
+	assert.Equal(t, txntype.ParticipantCoordinator, f.Participant)
 	assert.True(t, f.Unavailable, "a 503: nothing was produced")
 	assert.Equal(t, [][]string{{"payments"}}, recorded(), "only the topic not recorded yet")
 	mu.Lock()
@@ -214,7 +213,7 @@ func TestRecordTopicsOnceForABurst(t *testing.T) {
 		}}, nil)
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
-	recs := []coord.Record{{Topic: "orders", Value: key("1")}}
+	recs := []txntype.Record{{Topic: "orders", Value: key("1")}}
 	require.NoError(t, p.checkTopics(ctx, recs)) // metadata first, so the burst meets only the recording
 
 	const burst = 8

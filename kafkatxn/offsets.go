@@ -7,12 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // Offsets in a transaction (consume-transform-produce, KIP-447). The producer clients of the
@@ -42,7 +41,7 @@ const txnVersionTTL = time.Minute
 
 // CommitOffsets commits oc's offsets in the open transaction. The first refused partition's
 // error is the answer (groupError). Nothing is committed until the transaction is.
-func (t *Txn) CommitOffsets(ctx context.Context, oc *coord.OffsetCommit) error {
+func (t *Txn) CommitOffsets(ctx context.Context, oc *txntype.OffsetCommit) error {
 	if !t.began {
 		return errors.New("kafka: CommitOffsets before Begin")
 	}
@@ -89,7 +88,7 @@ func (t *Txn) CommitOffsets(ctx context.Context, oc *coord.OffsetCommit) error {
 	}
 }
 
-func txnOffsetCommitRequest(tid string, pid int64, epoch int16, oc *coord.OffsetCommit) *kmsg.TxnOffsetCommitRequest {
+func txnOffsetCommitRequest(tid string, pid int64, epoch int16, oc *txntype.OffsetCommit) *kmsg.TxnOffsetCommitRequest {
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID = tid
 	req.Group = oc.GroupID
@@ -144,7 +143,7 @@ func (p *Pool) addOffsetsToTxn(ctx context.Context, tid string, pid int64, epoch
 		}
 		if !groupRetriable(err) {
 			if errors.Is(err, kerr.GroupAuthorizationFailed) {
-				return groupError(&coord.OffsetCommit{GroupID: group}, err)
+				return groupError(&txntype.OffsetCommit{GroupID: group}, err)
 			}
 			return classify(fmt.Errorf("add offsets of group %q to the transaction: %w", group, err))
 		}
@@ -224,7 +223,7 @@ func (t *Txn) endWithOffsets(ctx context.Context, commit bool) error {
 		if err != nil {
 			return classify(fmt.Errorf("producer id: %w", err))
 		}
-		ids = &coord.KafkaIDs{TransactionalID: t.p.id, ProducerID: pid, ProducerEpoch: epoch}
+		ids = &txntype.KafkaIDs{TransactionalID: t.p.id, ProducerID: pid, ProducerEpoch: epoch}
 	}
 	return t.pool.EndTxn(ctx, *ids, commit)
 }

@@ -7,35 +7,34 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // TestGroupError: a refused offset commit names the group; the group's own refusals are the
 // group's participant with their KIP-1050 class, the transaction's keep classify's.
 func TestGroupError(t *testing.T) {
 	t.Parallel()
-	oc := &coord.OffsetCommit{GroupID: "billing"}
+	oc := &txntype.OffsetCommit{GroupID: "billing"}
 	cases := []struct {
 		err         error
 		participant string
-		class       coord.Class
+		class       txntype.Class
 	}{
-		{kerr.IllegalGeneration, coord.ParticipantKafkaGroup, coord.ClassFenced},
-		{kerr.UnknownMemberID, coord.ParticipantKafkaGroup, coord.ClassFenced},
-		{kerr.FencedInstanceID, coord.ParticipantKafkaGroup, coord.ClassFenced},
-		{kerr.StaleMemberEpoch, coord.ParticipantKafkaGroup, coord.ClassFenced},
-		{kerr.FencedMemberEpoch, coord.ParticipantKafkaGroup, coord.ClassFenced},
-		{kerr.RebalanceInProgress, coord.ParticipantKafkaGroup, coord.ClassFenced},
-		{kerr.GroupAuthorizationFailed, coord.ParticipantKafkaGroup, coord.ClassInvalidConfig},
-		{kerr.TopicAuthorizationFailed, coord.ParticipantKafkaGroup, coord.ClassInvalidConfig},
-		{kerr.OffsetMetadataTooLarge, coord.ParticipantKafkaGroup, coord.ClassAbortable},
-		{kerr.ProducerFenced, coord.ParticipantKafka, coord.ClassFenced},
-		{kerr.InvalidProducerEpoch, coord.ParticipantKafka, coord.ClassFenced},
-		{kerr.InvalidTxnState, coord.ParticipantKafka, coord.ClassAbortable},
-		{context.DeadlineExceeded, coord.ParticipantKafka, coord.ClassAbortable},
+		{kerr.IllegalGeneration, txntype.ParticipantKafkaGroup, txntype.ClassFenced},
+		{kerr.UnknownMemberID, txntype.ParticipantKafkaGroup, txntype.ClassFenced},
+		{kerr.FencedInstanceID, txntype.ParticipantKafkaGroup, txntype.ClassFenced},
+		{kerr.StaleMemberEpoch, txntype.ParticipantKafkaGroup, txntype.ClassFenced},
+		{kerr.FencedMemberEpoch, txntype.ParticipantKafkaGroup, txntype.ClassFenced},
+		{kerr.RebalanceInProgress, txntype.ParticipantKafkaGroup, txntype.ClassFenced},
+		{kerr.GroupAuthorizationFailed, txntype.ParticipantKafkaGroup, txntype.ClassInvalidConfig},
+		{kerr.TopicAuthorizationFailed, txntype.ParticipantKafkaGroup, txntype.ClassInvalidConfig},
+		{kerr.OffsetMetadataTooLarge, txntype.ParticipantKafkaGroup, txntype.ClassAbortable},
+		{kerr.ProducerFenced, txntype.ParticipantKafka, txntype.ClassFenced},
+		{kerr.InvalidProducerEpoch, txntype.ParticipantKafka, txntype.ClassFenced},
+		{kerr.InvalidTxnState, txntype.ParticipantKafka, txntype.ClassAbortable},
+		{context.DeadlineExceeded, txntype.ParticipantKafka, txntype.ClassAbortable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.err.Error(), func(t *testing.T) {
@@ -66,8 +65,8 @@ func TestGroupRetriable(t *testing.T) {
 func TestTxnOffsetCommitRequest(t *testing.T) {
 	t.Parallel()
 	gen, inst, md := int32(7), "i-1", "m"
-	req := txnOffsetCommitRequest("tid", 42, 3, &coord.OffsetCommit{GroupID: "g", GenerationID: &gen, MemberID: "m-1",
-		GroupInstanceID: &inst, Offsets: []coord.PartitionOffset{
+	req := txnOffsetCommitRequest("tid", 42, 3, &txntype.OffsetCommit{GroupID: "g", GenerationID: &gen, MemberID: "m-1",
+		GroupInstanceID: &inst, Offsets: []txntype.PartitionOffset{
 			{Topic: "a", Partition: 0, Offset: 5, Metadata: &md}, {Topic: "b", Partition: 1, Offset: 6}, {Topic: "a", Partition: 2, Offset: 7}}})
 	assert.Equal(t, "tid", req.TransactionalID)
 	assert.Equal(t, int64(42), req.ProducerID)
@@ -79,7 +78,7 @@ func TestTxnOffsetCommitRequest(t *testing.T) {
 	assert.Len(t, req.Topics[0].Partitions, 2)
 	assert.Equal(t, &md, req.Topics[0].Partitions[0].Metadata)
 
-	unf := txnOffsetCommitRequest("tid", 1, 0, &coord.OffsetCommit{GroupID: "g", Offsets: []coord.PartitionOffset{{Topic: "a"}}})
+	unf := txnOffsetCommitRequest("tid", 1, 0, &txntype.OffsetCommit{GroupID: "g", Offsets: []txntype.PartitionOffset{{Topic: "a"}}})
 	assert.Equal(t, int32(-1), unf.Generation)
 	assert.Empty(t, unf.MemberID)
 }

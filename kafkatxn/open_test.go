@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // TestOpenOnPartitions (R2's evidence): a prepared transaction's records are held open on
@@ -23,7 +22,7 @@ func TestOpenOnPartitions(t *testing.T) {
 	require.NoError(t, err)
 	txn := kt.(*Txn)
 	p0 := int32(0)
-	require.NoError(t, txn.Begin(ctx, []coord.Record{{Topic: "orders", Partition: &p0, Key: key("a")}}))
+	require.NoError(t, txn.Begin(ctx, []txntype.Record{{Topic: "orders", Partition: &p0, Key: key("a")}}))
 	ks, err := txn.Prepare(ctx)
 	require.NoError(t, err)
 	require.Len(t, ks.Records, 1)
@@ -57,7 +56,7 @@ func TestRecheckDropsWhatClosed(t *testing.T) {
 	kt, err := p.Acquire(ctx)
 	require.NoError(t, err)
 	txn := kt.(*Txn)
-	require.NoError(t, txn.Begin(ctx, []coord.Record{{Topic: "orders", Key: key("a")}}))
+	require.NoError(t, txn.Begin(ctx, []txntype.Record{{Topic: "orders", Key: key("a")}}))
 	ks, err := txn.Prepare(ctx)
 	require.NoError(t, err)
 	h := Hanging{TransactionalID: ks.TransactionalID, ProducerID: ks.ProducerID, Topic: "orders", Partition: 0,

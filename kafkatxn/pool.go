@@ -9,10 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // Config configures the Kafka participant.
@@ -238,7 +237,7 @@ func (p *Pool) newProducer(id string) (*producer, error) {
 // Acquire leases a free transactional id, waiting within ctx's budget. An id is leased only
 // once a scan that began after the last sign of a broker restart has checked it (hanging.go); an
 // id with a hanging transaction is held back until it is repaired.
-func (p *Pool) Acquire(ctx context.Context) (coord.KafkaTxn, error) {
+func (p *Pool) Acquire(ctx context.Context) (txntype.KafkaTxn, error) {
 	for {
 		select {
 		case pr := <-p.free:
@@ -348,14 +347,14 @@ func (p *Pool) Quarantined() []string {
 // not exist, instead of after the producer's metadata retries.
 // CheckRecords checks that every record's topic (and partition) exists, and remembers the
 // topics for the hanging-transaction scans. Its error is classified.
-func (p *Pool) CheckRecords(ctx context.Context, recs []coord.Record) error {
+func (p *Pool) CheckRecords(ctx context.Context, recs []txntype.Record) error {
 	if err := p.checkTopics(ctx, recs); err != nil {
 		return classify(err)
 	}
 	return p.recordTopics(ctx, recs)
 }
 
-func (p *Pool) checkTopics(ctx context.Context, recs []coord.Record) error {
+func (p *Pool) checkTopics(ctx context.Context, recs []txntype.Record) error {
 	var missing []string
 	now := time.Now()
 	p.mu.Lock()
@@ -433,7 +432,7 @@ func (p *Pool) topicLimits(ctx context.Context, details kadm.TopicDetails) map[s
 
 // CheckSizes refuses a resolved record that its topic cannot take (max.message.bytes, read
 // with the topic's metadata and refreshed with it, and the producer's batch bound), naming it.
-func (p *Pool) CheckSizes(ctx context.Context, recs []coord.Record) error {
+func (p *Pool) CheckSizes(ctx context.Context, recs []txntype.Record) error {
 	lctx, cancel := context.WithTimeout(ctx, sizeLookupBound)
 	_ = p.checkTopics(lctx, recs) // fills the cache; what it finds wrong, CheckRecords reports
 	cancel()
@@ -451,7 +450,7 @@ func (p *Pool) CheckSizes(ctx context.Context, recs []coord.Record) error {
 			limit, what = ti.maxBytes, "its max.message.bytes"
 		}
 		if n > limit {
-			return &coord.InvalidError{Field: "kafka[" + strconv.Itoa(i) + "]",
+			return &txntype.InvalidError{Field: "kafka[" + strconv.Itoa(i) + "]",
 				Reason: fmt.Sprintf("the record takes %d bytes in a record batch; topic %q takes at most %d (%s)", n, r.Topic, limit, what)}
 		}
 	}

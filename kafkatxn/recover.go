@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // ErrUndecidable: the outcome oracle cannot tell from the log's offsets whether the transaction
@@ -105,7 +104,7 @@ func (p *Pool) Reinit(ctx context.Context, ids []string) error {
 // id, transactional); it was aborted if our producer id is listed as aborted from at or before
 // it, and committed otherwise. Answers: true committed, false aborted; errStillOpen while
 // undecided; ErrUndecidable when the records are gone or not ours.
-func (p *Pool) Outcome(ctx context.Context, ids coord.KafkaIDs, recs []coord.RecordOffset) (bool, error) {
+func (p *Pool) Outcome(ctx context.Context, ids txntype.KafkaIDs, recs []txntype.RecordOffset) (bool, error) {
 	if len(recs) == 0 {
 		// Also a transaction that carried only a consumer group's offsets (O3, docs/design.md):
 		// the group's committed offsets do not name the transaction that wrote them.

@@ -4,11 +4,10 @@ import (
 	"context"
 	"strings"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // TraceParentHeader is the W3C Trace Context header that produced records carry.
@@ -38,7 +37,7 @@ func traceHeaders(ctx context.Context) []kgo.RecordHeader {
 }
 
 // hasTraceParent reports whether the client gave the record a traceparent header of its own.
-func hasTraceParent(r coord.Record) bool {
+func hasTraceParent(r txntype.Record) bool {
 	for _, h := range r.Headers {
 		if strings.EqualFold(h.Name, TraceParentHeader) {
 			return true

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // Txn is one Kafka transaction on a leased transactional.id.
@@ -19,24 +18,24 @@ type Txn struct {
 
 	wg       sync.WaitGroup
 	mu       sync.Mutex
-	offsets  []coord.RecordOffset
+	offsets  []txntype.RecordOffset
 	writers  []writer // who wrote each record (from its promise)
 	firstErr error
 	released bool
-	ids      *coord.KafkaIDs // set once Prepare has checked the writers
+	ids      *txntype.KafkaIDs // set once Prepare has checked the writers
 
 	// withOffsets: CommitOffsets was sent (offsets.go); an abort then ends the transaction by
 	// its ids, and a commit without records too.
 	withOffsets bool
 }
 
-var _ coord.KafkaTxn = (*Txn)(nil)
+var _ txntype.KafkaTxn = (*Txn)(nil)
 
 // TransactionalID is the leased id.
 func (t *Txn) TransactionalID() string { return t.p.id }
 
 // Begin checks the topics, begins the transaction and hands the records to the producer.
-func (t *Txn) Begin(ctx context.Context, recs []coord.Record) error {
+func (t *Txn) Begin(ctx context.Context, recs []txntype.Record) error {
 	if err := t.pool.CheckRecords(ctx, recs); err != nil {
 		return err
 	}
@@ -52,7 +51,7 @@ func (t *Txn) Begin(ctx context.Context, recs []coord.Record) error {
 // Add hands more records to the open transaction (the records of another request sharing it).
 // Their offsets follow the earlier ones in Prepare's answer. ctx carries the request's trace,
 // which the records' headers continue.
-func (t *Txn) Add(ctx context.Context, recs []coord.Record) error {
+func (t *Txn) Add(ctx context.Context, recs []txntype.Record) error {
 	if !t.began {
 		return errors.New("kafka: Add before Begin")
 	}
@@ -64,10 +63,10 @@ func (t *Txn) Add(ctx context.Context, recs []coord.Record) error {
 }
 
 // produce hands recs to the producer; each promise stores its offset and writer at its index.
-func (t *Txn) produce(ctx context.Context, recs []coord.Record) {
+func (t *Txn) produce(ctx context.Context, recs []txntype.Record) {
 	t.mu.Lock()
 	base := len(t.offsets)
-	t.offsets = append(t.offsets, make([]coord.RecordOffset, len(recs))...)
+	t.offsets = append(t.offsets, make([]txntype.RecordOffset, len(recs))...)
 	t.writers = append(t.writers, make([]writer, len(recs))...)
 	t.mu.Unlock()
 	traced := traceHeaders(ctx)
@@ -88,7 +87,7 @@ func (t *Txn) produce(ctx context.Context, recs []coord.Record) {
 				}
 				return
 			}
-			t.offsets[i] = coord.RecordOffset{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset,
+			t.offsets[i] = txntype.RecordOffset{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset,
 				Timestamp: kr.Timestamp.UTC()}
 			t.writers[i] = writer{producerID: kr.ProducerID, epoch: kr.ProducerEpoch, written: true}
 		})
@@ -96,7 +95,7 @@ func (t *Txn) produce(ctx context.Context, recs []coord.Record) {
 }
 
 // toKgo is the record as Kafka carries it; every part is resolved by now (coord: P1, P2).
-func toKgo(r coord.Record) *kgo.Record {
+func toKgo(r txntype.Record) *kgo.Record {
 	kr := &kgo.Record{Topic: r.Topic}
 	if r.Key != nil {
 		kr.Key, _ = r.Key.Resolved()
@@ -129,39 +128,39 @@ func toKgo(r coord.Record) *kgo.Record {
 // Prepare flushes and checks every record's result. kgo's Flush answers nil even when records
 // failed, and a commit would then commit the transaction without them: so every promise's
 // error is checked here, and any error fails phase 1.
-func (t *Txn) Prepare(ctx context.Context) (coord.KafkaState, error) {
+func (t *Txn) Prepare(ctx context.Context) (txntype.KafkaState, error) {
 	if err := t.p.cl.Flush(ctx); err != nil {
-		return coord.KafkaState{}, unacknowledged(fmt.Errorf("flush: %w", err))
+		return txntype.KafkaState{}, unacknowledged(fmt.Errorf("flush: %w", err))
 	}
 	done := make(chan struct{})
 	go func() { t.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return coord.KafkaState{}, unacknowledged(fmt.Errorf("waiting for record results: %w", context.Cause(ctx)))
+		return txntype.KafkaState{}, unacknowledged(fmt.Errorf("waiting for record results: %w", context.Cause(ctx)))
 	}
 	t.mu.Lock()
 	err := t.firstErr
 	t.mu.Unlock()
 	if err != nil {
-		return coord.KafkaState{}, classify(err)
+		return txntype.KafkaState{}, classify(err)
 	}
 	// With transactions v2 the epoch read after the flush is the one EndTxn commits.
 	pid, epoch, err := t.p.cl.ProducerID(ctx)
 	if err != nil {
 		t.p.broken = true
-		return coord.KafkaState{}, classify(fmt.Errorf("producer id: %w", err))
+		return txntype.KafkaState{}, classify(fmt.Errorf("producer id: %w", err))
 	}
-	ids := coord.KafkaIDs{TransactionalID: t.p.id, ProducerID: pid, ProducerEpoch: epoch}
+	ids := txntype.KafkaIDs{TransactionalID: t.p.id, ProducerID: pid, ProducerEpoch: epoch}
 	// The ids about to be logged must be the ones that wrote every record: a producer
 	// re-initialised mid-transaction (a new epoch, or a new producer id) would commit only the
 	// records written since, and the log would name a transaction that does not hold them all.
 	if err := checkWriters(ids, t.writers); err != nil {
 		t.p.broken = true
-		return coord.KafkaState{}, classify(err)
+		return txntype.KafkaState{}, classify(err)
 	}
 	t.ids = &ids
-	return coord.KafkaState{KafkaIDs: ids, Records: t.offsets}, nil
+	return txntype.KafkaState{KafkaIDs: ids, Records: t.offsets}, nil
 }
 
 // Commit sends EndTxn(commit) through the producer. When the answer is not a clear success the
@@ -239,7 +238,7 @@ var errMixedWriters = errors.New("records of the transaction were written by ano
 
 // checkWriters refuses a transaction unless every record was written by exactly ids' producer id
 // and epoch (I2: the logged ids are those of the whole transaction).
-func checkWriters(ids coord.KafkaIDs, ws []writer) error {
+func checkWriters(ids txntype.KafkaIDs, ws []writer) error {
 	for i, w := range ws {
 		switch {
 		case !w.written:

@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // TestUnquarantineConcurrent: the members of a shared Kafka transaction are resolved in
@@ -22,7 +21,7 @@ func TestUnquarantineConcurrent(t *testing.T) {
 	defer cancel()
 	kt, err := p.Acquire(ctx)
 	require.NoError(t, err)
-	require.NoError(t, kt.Begin(ctx, []coord.Record{{Topic: "orders", Key: key("a")}}))
+	require.NoError(t, kt.Begin(ctx, []txntype.Record{{Topic: "orders", Key: key("a")}}))
 	_, err = kt.Prepare(ctx)
 	require.NoError(t, err)
 	id := kt.TransactionalID()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Namespace starts every metric name of the coordinator.
@@ -46,8 +47,8 @@ type Metrics struct {
 }
 
 type outcomeKey struct {
-	state coord.State
-	class coord.Class
+	state txntype.State
+	class txntype.Class
 }
 
 var (
@@ -82,9 +83,9 @@ func New() *Metrics {
 		Help: "Global transactions run by this process, by outcome: the final state, or the state a transaction was left in for recovery (answered 202); class is the error class (none, retriable, abortable, fenced, invalid_configuration, internal).",
 	}, []string{"state", "class"})
 	for _, k := range []outcomeKey{
-		{coord.StateCommitted, coord.ClassNone},
-		{coord.StateAborted, coord.ClassAbortable},
-		{coord.StateAborted, coord.ClassRetriable},
+		{txntype.StateCommitted, coord.ClassNone},
+		{txntype.StateAborted, txntype.ClassAbortable},
+		{txntype.StateAborted, txntype.ClassRetriable},
 	} {
 		m.outCache[k] = m.outcomes.WithLabelValues(string(k.state), string(k.class))
 	}
@@ -160,7 +161,7 @@ func (m *Metrics) ObservePhase(p coord.Phase, d time.Duration) {
 }
 
 // ObserveOutcome implements coord.Observer.
-func (m *Metrics) ObserveOutcome(s coord.State, class coord.Class) {
+func (m *Metrics) ObserveOutcome(s txntype.State, class txntype.Class) {
 	if class == "" {
 		class = coord.ClassNone
 	}

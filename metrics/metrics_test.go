@@ -14,6 +14,7 @@ import (
 	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/metrics"
 	"github.com/kpgtx/coordinator/recovery"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 type fakePool struct{ free, leased, quarantined int }
@@ -40,9 +41,9 @@ func TestExposition(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
 	m.ObservePhase(coord.PhaseEndTxn, 3*time.Millisecond)
-	m.ObserveOutcome(coord.StateCommitted, coord.ClassNone)
-	m.ObserveOutcome(coord.StateAborted, coord.ClassFenced)
-	m.ObserveOutcome(coord.StatePrepared, "") // left to recovery without a class
+	m.ObserveOutcome(txntype.StateCommitted, coord.ClassNone)
+	m.ObserveOutcome(txntype.StateAborted, txntype.ClassFenced)
+	m.ObserveOutcome(txntype.StatePrepared, "") // left to recovery without a class
 	m.ObserveLogWrite(time.Millisecond)
 	m.ObserveLogBatch(4, time.Millisecond)
 	m.ObserveHTTP("BREW", "", 404, time.Millisecond)
@@ -78,7 +79,7 @@ func TestExposition(t *testing.T) {
 func TestRegistriesAreSeparate(t *testing.T) {
 	t.Parallel()
 	a, b := metrics.New(), metrics.New()
-	a.ObserveOutcome(coord.StateCommitted, coord.ClassNone)
+	a.ObserveOutcome(txntype.StateCommitted, coord.ClassNone)
 	assert.Contains(t, scrape(t, a), `kpgtx_transactions_total{class="none",state="committed"} 1`)
 	assert.Contains(t, scrape(t, b), `kpgtx_transactions_total{class="none",state="committed"} 0`)
 }
@@ -87,11 +88,11 @@ func TestRegistriesAreSeparate(t *testing.T) {
 func TestHotPathAllocs(t *testing.T) {
 	m := metrics.New()
 	var o coord.Observer = m
-	o.ObserveOutcome(coord.StateAborted, coord.ClassAbortable)
+	o.ObserveOutcome(txntype.StateAborted, txntype.ClassAbortable)
 	allocs := testing.AllocsPerRun(1000, func() {
 		o.ObservePhase(coord.PhaseSQL, time.Millisecond)
-		o.ObserveOutcome(coord.StateCommitted, coord.ClassNone)
-		o.ObserveOutcome(coord.StateAborted, coord.ClassAbortable)
+		o.ObserveOutcome(txntype.StateCommitted, coord.ClassNone)
+		o.ObserveOutcome(txntype.StateAborted, txntype.ClassAbortable)
 		m.ObserveLogWrite(time.Millisecond)
 		m.ObserveLogBatch(3, time.Millisecond)
 	})

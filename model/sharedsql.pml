@@ -564,7 +564,7 @@ prepLost:
 	 * valid is skipped by ROLLBACK PREPARED: "does not exist"). sqltxn.Databases.endFailed: the
 	 * connection was cut, pg_terminate_backend and wait; either outcome. Seen to exit: a PREPARE
 	 * on its way has landed or never will. Not seen: it may land at any later moment
-	 * (coord.ErrPrepareMayLand) */
+	 * (txntype.ErrPrepareMayLand) */
 	if
 	:: atomic { LIVE -> if :: gpb == 3 -> gpb = 2; if :: gst == G_OPEN -> gst = G_ABORT :: else fi :: else fi;
 		seen = 1; GHOST_EXIT(gm) }

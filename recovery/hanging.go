@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // repairHanging repairs the hanging Kafka transactions the pool found (kafkatxn/hanging.go:
@@ -149,11 +149,11 @@ func hangingDecision(h kafkatxn.Hanging, ev HangingEvidence) (commit bool, statu
 	}
 	for _, t := range txns {
 		switch t.State {
-		case coord.StateCommitted:
+		case txntype.StateCommitted:
 			commits = append(commits, t.ID)
-		case coord.StateAborted:
+		case txntype.StateAborted:
 			aborts = append(aborts, t.ID)
-		case coord.StateHeuristic, coord.StateHeuristicMixed:
+		case txntype.StateHeuristic, txntype.StateHeuristicMixed:
 			heuristic = append(heuristic, t.ID)
 		default:
 			waiting = append(waiting, t.ID+" ("+string(t.State)+")")

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // The in-doubt view reconciles what the log, every database's pg_prepared_xacts and Kafka's
@@ -45,7 +45,7 @@ const foreignGrace = 30 * time.Second
 type InDoubtEntry struct {
 	ID         string         `json:"id,omitempty"`
 	GID        string         `json:"gid,omitempty"`
-	State      coord.State    `json:"state,omitempty"` // the log's; absent without a log row
+	State      txntype.State  `json:"state,omitempty"` // the log's; absent without a log row
 	Issue      string         `json:"issue"`
 	Sources    []string       `json:"sources"`
 	Instance   string         `json:"instance,omitempty"`
@@ -63,7 +63,7 @@ type InDoubtEntry struct {
 
 // LogInfo is the log row, with its recovery bookkeeping.
 type LogInfo struct {
-	*coord.Transaction
+	*txntype.Transaction
 	Attempts      int        `json:"attempts"`
 	LastError     string     `json:"last_error,omitempty"`
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
@@ -192,7 +192,7 @@ func (l *Loop) InDoubt(ctx context.Context) (*InDoubtView, error) {
 			}
 			for _, p := range prepared {
 				g := p.GID
-				if coord.IsSharedGID(l.cfg.GIDPrefix, g) {
+				if txntype.IsSharedGID(l.cfg.GIDPrefix, g) {
 					shared = append(shared, p)
 					continue
 				}
@@ -229,7 +229,7 @@ func (l *Loop) InDoubt(ctx context.Context) (*InDoubtView, error) {
 			e := &InDoubtEntry{ID: strings.TrimPrefix(global, prefix), GID: global, Key: global, Issue: IssueOrphan}
 			if known {
 				e.State, e.Issue = st, IssueLeftover
-				if st == coord.StateHeuristic || st == coord.StateHeuristicMixed {
+				if st == txntype.StateHeuristic || st == txntype.StateHeuristicMixed {
 					continue // listed with its row
 				}
 			}
@@ -261,7 +261,7 @@ func (l *Loop) InDoubt(ctx context.Context) (*InDoubtView, error) {
 		}
 		byTID := map[string]*InDoubtEntry{}
 		for _, e := range entries {
-			if e.Log != nil && e.Log.Kafka != nil && e.Log.Kafka.TransactionalID != "" && e.State != coord.StateActive {
+			if e.Log != nil && e.Log.Kafka != nil && e.Log.Kafka.TransactionalID != "" && e.State != txntype.StateActive {
 				byTID[e.Log.Kafka.TransactionalID] = e
 			}
 		}
@@ -343,23 +343,23 @@ func advice(e *InDoubtEntry) ([]string, string) {
 	switch e.Issue {
 	case IssueInDoubt:
 		switch e.State {
-		case coord.StateActive:
+		case txntype.StateActive:
 			return []string{"retry", "abort"}, "not prepared: presumed abort; the recovery loop rolls it back, retry or abort does it now"
-		case coord.StateAborting:
+		case txntype.StateAborting:
 			if e.Log != nil && e.Log.OnePhase {
 				return []string{"retry"}, "claimed by a resolver: its one-phase COMMIT's answer was lost; the marker decides (present: committed, absent: fenced and aborted); retry does it now"
 			}
 			return []string{"retry", "abort"}, "claimed by a resolver: the outcome is abort; the recovery loop rolls the participants back, retry or abort does it now"
-		case coord.StatePrepared:
+		case txntype.StatePrepared:
 			if e.Kafka != nil {
 				return []string{"retry"}, "prepared and still open in Kafka: Kafka decides, and its decision is commit; retry commits both sides now, abort is refused"
 			}
 			return []string{"retry", "abort"}, "prepared: Kafka decides; retry re-sends EndTxn(commit) and follows Kafka's answer; abort is granted only if Kafka has aborted it"
-		case coord.StateCommitting:
+		case txntype.StateCommitting:
 			return []string{"retry"}, "the decision was commit: the recovery loop commits the SQL side, retry does it now"
 		}
 	case IssueHeuristic:
-		if e.State == coord.StateHeuristicMixed {
+		if e.State == txntype.StateHeuristicMixed {
 			return []string{"resolve"}, "a participant ended against the decision (resolved by hand?): repair the data, then resolve with an outcome and a reason"
 		}
 		return []string{"resolve"}, "the coordinator could not decide the outcome: check both sides, then resolve with an outcome and a reason"

@@ -15,6 +15,7 @@ import (
 	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Config tunes the recovery loop.
@@ -158,7 +159,7 @@ func (l *Loop) Start(ctx context.Context) {
 			case <-l.trigger:
 			}
 			_, err := l.RunOnce(ctx)
-			if err != nil && ctx.Err() == nil && !errors.Is(err, coord.ErrNotOwner) {
+			if err != nil && ctx.Err() == nil && !errors.Is(err, txntype.ErrNotOwner) {
 				l.cfg.Logger.Warn("recovery pass failed", "error", err) // a lost lock is said once
 			}
 		}
@@ -331,11 +332,11 @@ func (l *Loop) resolveDue(ctx context.Context, instance string, activeGuard time
 		if err != nil {
 			return err
 		}
-		var todo, prepared []*coord.Transaction
+		var todo, prepared []*txntype.Transaction
 		for _, t := range rows {
 			if !tried[t.GID] && !(instance == l.cfg.Instance && l.coord.InFlight(t.GID)) {
 				tried[t.GID] = true
-				if t.State == coord.StatePrepared && !l.cfg.RowByRow {
+				if t.State == txntype.StatePrepared && !l.cfg.RowByRow {
 					prepared = append(prepared, t) // by the page (C1)
 				} else {
 					todo = append(todo, t)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // ErrInstanceLive: another live process runs with the same instance id. Two owners of the same
@@ -127,7 +127,7 @@ func lockFor(ctx context.Context, dsn, instance string) (o *Owner, free bool, er
 }
 
 // Ownership is this instance's standing: the lock it holds and the epoch that lock gave it, or
-// why it holds none. The request path asks it before starting a transaction (coord.Ownership);
+// why it holds none. The request path asks it before starting a transaction (txntype.Ownership);
 // the recovery loop checks the lock's session and claims the lock again after it was lost.
 type Ownership struct {
 	dsn      string
@@ -140,23 +140,23 @@ type Ownership struct {
 	since  time.Time
 }
 
-var _ coord.Ownership = (*Ownership)(nil)
+var _ txntype.Ownership = (*Ownership)(nil)
 
 // NewOwnership starts from a claimed lock.
 func NewOwnership(dsn, instance string, o *Owner) *Ownership {
 	return &Ownership{dsn: dsn, instance: instance, owner: o}
 }
 
-// Fence is the instance and epoch to write with, or coord.ErrNotOwner (with the reason) while
+// Fence is the instance and epoch to write with, or txntype.ErrNotOwner (with the reason) while
 // the lock is lost.
-func (w *Ownership) Fence() (coord.Fence, error) {
+func (w *Ownership) Fence() (txntype.Fence, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.owner == nil {
-		return coord.Fence{}, fmt.Errorf("%w: %s (since %s); it is claimed again as soon as PostgreSQL allows",
-			coord.ErrNotOwner, w.reason, w.since.Format(time.RFC3339))
+		return txntype.Fence{}, fmt.Errorf("%w: %s (since %s); it is claimed again as soon as PostgreSQL allows",
+			txntype.ErrNotOwner, w.reason, w.since.Format(time.RFC3339))
 	}
-	return coord.Fence{Instance: w.instance, Epoch: w.owner.epoch}, nil
+	return txntype.Fence{Instance: w.instance, Epoch: w.owner.epoch}, nil
 }
 
 // Keep checks the lock's session within timeout (at least pingTimeout); a lost session marks

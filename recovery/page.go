@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // resolvePage resolves a page's prepared rows together (C1, coord.Rules.ResolvePage): one claim
@@ -12,7 +13,7 @@ import (
 // by one answer), every SQL gid once, one final write. A row the page could not finish is
 // recorded as a failed attempt and retried after backoff, as a row resolved alone is. own: the
 // rows are this instance's, whose transactional ids go back to its pool.
-func (l *Loop) resolvePage(ctx context.Context, ts []*coord.Transaction, own bool, st *Stats) {
+func (l *Loop) resolvePage(ctx context.Context, ts []*txntype.Transaction, own bool, st *Stats) {
 	if len(ts) == 0 {
 		return
 	}
@@ -30,7 +31,7 @@ func (l *Loop) resolvePage(ctx context.Context, ts []*coord.Transaction, own boo
 		_, rs := coord.StartSpan(ctx, SpanResolve)
 		coord.TransactionAttrs(rs, r.T)
 		if rs.IsRecording() {
-			rs.SetAttributes(coord.AttrState.String(string(coord.StatePrepared))) // as it was found
+			rs.SetAttributes(coord.AttrState.String(string(txntype.StatePrepared))) // as it was found
 		}
 		endResolve(rs, r.State, r.Err)
 		switch {

@@ -8,12 +8,13 @@ import (
 
 	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/kafkatxn"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // errMovedOn: the transaction left the state a pass read, or another resolver claimed it first
 // (its request finished, another pass, an instance or an operator resolved it); nothing is left
 // to do here.
-var errMovedOn = coord.ErrMovedOn
+var errMovedOn = txntype.ErrMovedOn
 
 // resolveTimeout bounds one attempt at one transaction.
 const resolveTimeout = 30 * time.Second
@@ -22,17 +23,17 @@ const resolveTimeout = 30 * time.Second
 // stored ids or phase 2) to one transaction that is not final and not in flight, logs the final
 // state, and returns its transactional id to the pool (I1). A failed attempt is recorded with
 // its error and the next attempt is scheduled after backoff.
-func (l *Loop) resolve(ctx context.Context, t *coord.Transaction, own bool) error {
+func (l *Loop) resolve(ctx context.Context, t *txntype.Transaction, own bool) error {
 	return l.resolveWith(ctx, t, own, nil)
 }
 
 // resolveWith is resolve with a hook that may reword the outcome's error detail before it is
 // logged (an operator's abort says who aborted it; retry.go).
-func (l *Loop) resolveWith(ctx context.Context, t *coord.Transaction, own bool,
-	reword func(coord.State, *coord.ErrorDetail) *coord.ErrorDetail) (err error) {
+func (l *Loop) resolveWith(ctx context.Context, t *txntype.Transaction, own bool,
+	reword func(txntype.State, *txntype.ErrorDetail) *txntype.ErrorDetail) (err error) {
 	ctx, span := coord.StartSpan(ctx, SpanResolve)
 	coord.TransactionAttrs(span, t)
-	var to coord.State
+	var to txntype.State
 	defer func() { endResolve(span, to, err) }()
 	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
@@ -54,7 +55,7 @@ func (l *Loop) resolveWith(ctx context.Context, t *coord.Transaction, own bool,
 		return err // this instance cannot write: its lock is being claimed again
 	}
 	to, err = l.rules().Resolve(rctx, t, by, reword)
-	if errors.Is(err, coord.ErrMovedOn) {
+	if errors.Is(err, txntype.ErrMovedOn) {
 		return errMovedOn
 	}
 	if err != nil {
@@ -66,7 +67,7 @@ func (l *Loop) resolveWith(ctx context.Context, t *coord.Transaction, own bool,
 
 // failed records a failed attempt at t (its count and error, the next attempt after backoff)
 // and returns err, with the recording's own error if any.
-func (l *Loop) failed(ctx context.Context, t *coord.Transaction, err error) error {
+func (l *Loop) failed(ctx context.Context, t *txntype.Transaction, err error) error {
 	attempts, _, _ := l.log.Attempts(ctx, t.GID)
 	if rerr := l.log.RecordAttempt(ctx, t.GID, err.Error(), l.backoff(attempts)); rerr != nil {
 		err = errors.Join(err, rerr)
@@ -78,7 +79,7 @@ func (l *Loop) failed(ctx context.Context, t *coord.Transaction, err error) erro
 
 // resolved says that t reached its final state to and, for this instance's own rows, returns
 // its transactional id to the pool (I1: only now that the final state is durable).
-func (l *Loop) resolved(ctx context.Context, t *coord.Transaction, to coord.State, own bool) {
+func (l *Loop) resolved(ctx context.Context, t *txntype.Transaction, to txntype.State, own bool) {
 	l.cfg.Logger.Info("in-doubt transaction resolved", "gid", t.GID, "state", to)
 	if own {
 		l.release(ctx, t)
@@ -97,17 +98,17 @@ func (l *Loop) rules() coord.Rules {
 // oracle is the Kafka pool's outcome oracle with coord's sentinel for undecidable outcomes.
 type oracle struct{ p *kafkatxn.Pool }
 
-func (o oracle) Outcome(ctx context.Context, ids coord.KafkaIDs, recs []coord.RecordOffset) (bool, error) {
+func (o oracle) Outcome(ctx context.Context, ids txntype.KafkaIDs, recs []txntype.RecordOffset) (bool, error) {
 	committed, err := o.p.Outcome(ctx, ids, recs)
 	if errors.Is(err, kafkatxn.ErrUndecidable) {
-		err = fmt.Errorf("%w: %w", coord.ErrUndecidable, err)
+		err = fmt.Errorf("%w: %w", txntype.ErrUndecidable, err)
 	}
 	return committed, err
 }
 
 // release returns the transaction's id to this instance's pool once no transaction in doubt
 // names it (I1).
-func (l *Loop) release(ctx context.Context, t *coord.Transaction) {
+func (l *Loop) release(ctx context.Context, t *txntype.Transaction) {
 	if id := l.idOf(t); id != "" {
 		l.releaseID(ctx, id)
 	}
@@ -115,7 +116,7 @@ func (l *Loop) release(ctx context.Context, t *coord.Transaction) {
 
 // idOf is the pool id a resolved transaction held: the one it left quarantined, or its
 // logged one ("" without Kafka, or when the id is not this instance's).
-func (l *Loop) idOf(t *coord.Transaction) string {
+func (l *Loop) idOf(t *txntype.Transaction) string {
 	if l.kafka == nil {
 		return ""
 	}

@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Operator actions on one transaction (POST /v1/transactions/{id}/retry, /abort, /resolve).
 // They apply the same rules as the loop, now and to one row, and refuse where acting could break
 // atomicity: after prepared only Kafka decides (I3), and a row that another live process owns
-// is left to that process (I8). Refusals wrap coord.ErrNotAllowed and change nothing unless
-// they say so; a failed attempt wraps coord.ErrUnavailable and is retried by the loop.
+// is left to that process (I8). Refusals wrap txntype.ErrNotAllowed and change nothing unless
+// they say so; a failed attempt wraps txntype.ErrUnavailable and is retried by the loop.
 
 // Instance is the id of the instance this loop resolves for.
 func (l *Loop) Instance() string { return l.cfg.Instance }
@@ -21,17 +21,17 @@ func (l *Loop) Instance() string { return l.cfg.Instance }
 // Resolve runs the recovery rules for one transaction now (I4, I5, I7), whatever its backoff,
 // and returns the row as it is afterwards. A final row is returned as is; a heuristic one is
 // refused (an operator decides it with ResolveHeuristic).
-func (l *Loop) Resolve(ctx context.Context, gid string) (*coord.Transaction, error) {
+func (l *Loop) Resolve(ctx context.Context, gid string) (*txntype.Transaction, error) {
 	t, err := l.log.GetGID(ctx, gid)
 	if err != nil {
 		return nil, err
 	}
 	switch t.State {
-	case coord.StateCommitted, coord.StateAborted:
+	case txntype.StateCommitted, txntype.StateAborted:
 		return t, nil
-	case coord.StateHeuristic, coord.StateHeuristicMixed:
+	case txntype.StateHeuristic, txntype.StateHeuristicMixed:
 		return t, fmt.Errorf("%w: %s ended %s: the coordinator cannot decide it; an operator records the outcome with a reason (POST /v1/transactions/{id}/resolve)",
-			coord.ErrNotAllowed, t.ID, t.State)
+			txntype.ErrNotAllowed, t.ID, t.State)
 	}
 	return l.resolveNow(ctx, t, nil, nil)
 }
@@ -47,28 +47,28 @@ func (l *Loop) Resolve(ctx context.Context, gid string) (*coord.Transaction, err
 // Everything else is refused: a prepared transaction still open in Kafka (the decision is
 // still commit, I3), committing (commit is decided), heuristic states (resolve), committed.
 // An aborted row is returned as is.
-func (l *Loop) Abort(ctx context.Context, gid, by, reason string) (*coord.Transaction, error) {
+func (l *Loop) Abort(ctx context.Context, gid, by, reason string) (*txntype.Transaction, error) {
 	t, err := l.log.GetGID(ctx, gid)
 	if err != nil {
 		return nil, err
 	}
-	var guard func(context.Context, *coord.Transaction) error
+	var guard func(context.Context, *txntype.Transaction) error
 	switch t.State {
-	case coord.StateAborted:
+	case txntype.StateAborted:
 		return t, nil
-	case coord.StateCommitted:
-		return t, fmt.Errorf("%w: %s is committed: there is nothing to abort", coord.ErrNotAllowed, t.ID)
-	case coord.StateHeuristic, coord.StateHeuristicMixed:
+	case txntype.StateCommitted:
+		return t, fmt.Errorf("%w: %s is committed: there is nothing to abort", txntype.ErrNotAllowed, t.ID)
+	case txntype.StateHeuristic, txntype.StateHeuristicMixed:
 		return t, fmt.Errorf("%w: %s ended %s: record the outcome with a reason instead (POST /v1/transactions/{id}/resolve)",
-			coord.ErrNotAllowed, t.ID, t.State)
-	case coord.StateCommitting:
+			txntype.ErrNotAllowed, t.ID, t.State)
+	case txntype.StateCommitting:
 		return t, fmt.Errorf("%w: committing: the decision was commit and it is durable; abort would break atomicity (retry finishes the commit)",
-			coord.ErrNotAllowed)
-	case coord.StatePrepared:
+			txntype.ErrNotAllowed)
+	case txntype.StatePrepared:
 		guard = l.kafkaStillOpen
 	}
-	reword := func(to coord.State, d *coord.ErrorDetail) *coord.ErrorDetail {
-		if to != coord.StateAborted {
+	reword := func(to txntype.State, d *txntype.ErrorDetail) *txntype.ErrorDetail {
+		if to != txntype.StateAborted {
 			return d
 		}
 		msg := "aborted by operator " + by
@@ -76,7 +76,7 @@ func (l *Loop) Abort(ctx context.Context, gid, by, reason string) (*coord.Transa
 			msg += " (" + reason + ")"
 		}
 		if d == nil {
-			return &coord.ErrorDetail{Participant: coord.ParticipantCoordinator, Class: coord.ClassAbortable, Message: msg}
+			return &txntype.ErrorDetail{Participant: txntype.ParticipantCoordinator, Class: txntype.ClassAbortable, Message: msg}
 		}
 		out := *d
 		out.Message = msg + ": " + d.Message
@@ -88,38 +88,38 @@ func (l *Loop) Abort(ctx context.Context, gid, by, reason string) (*coord.Transa
 		return t, err
 	}
 	switch {
-	case t.State == coord.StateAborted:
+	case t.State == txntype.StateAborted:
 		return t, nil
-	case t.State == coord.StateCommitted && before == coord.StatePrepared:
+	case t.State == txntype.StateCommitted && before == txntype.StatePrepared:
 		return t, fmt.Errorf("%w: prepared: Kafka had already committed it, so the transaction is now committed on both sides; an abort would have broken atomicity",
-			coord.ErrNotAllowed)
-	case t.State == coord.StateCommitted:
+			txntype.ErrNotAllowed)
+	case t.State == txntype.StateCommitted:
 		return t, fmt.Errorf("%w: active: its one-phase commit had already happened (the marker row is visible), so the transaction is committed; nothing was aborted",
-			coord.ErrNotAllowed)
+			txntype.ErrNotAllowed)
 	}
 	msg := ""
 	if t.Error != nil {
 		msg = ": " + t.Error.Message
 	}
-	return t, fmt.Errorf("%w: the transaction ended %s, not aborted%s", coord.ErrNotAllowed, t.State, msg)
+	return t, fmt.Errorf("%w: the transaction ended %s, not aborted%s", txntype.ErrNotAllowed, t.State, msg)
 }
 
 // kafkaStillOpen refuses the abort of a prepared transaction while Kafka still has it open
 // under the logged producer id: Kafka decides (I3), and its decision would be commit.
-func (l *Loop) kafkaStillOpen(ctx context.Context, t *coord.Transaction) error {
+func (l *Loop) kafkaStillOpen(ctx context.Context, t *txntype.Transaction) error {
 	if t.Kafka == nil || t.Kafka.TransactionalID == "" {
 		return nil // the rules make it heuristic; Abort refuses that
 	}
 	if l.kafka == nil {
-		return fmt.Errorf("%w: prepared: Kafka decides, and this coordinator has no Kafka configured to ask", coord.ErrNotAllowed)
+		return fmt.Errorf("%w: prepared: Kafka decides, and this coordinator has no Kafka configured to ask", txntype.ErrNotAllowed)
 	}
 	o, open, err := l.kafka.DescribeTransaction(ctx, t.Kafka.TransactionalID)
 	if err != nil {
-		return fmt.Errorf("%w: prepared: cannot tell whether Kafka aborted it: %w", coord.ErrUnavailable, err)
+		return fmt.Errorf("%w: prepared: cannot tell whether Kafka aborted it: %w", txntype.ErrUnavailable, err)
 	}
 	if open && o.ProducerID == t.Kafka.ProducerID {
 		return fmt.Errorf("%w: prepared: Kafka decides; abort would break atomicity: the Kafka transaction on %s (producer %d, epoch %d) is still open, so the decision is still commit (retry finishes it)",
-			coord.ErrNotAllowed, t.Kafka.TransactionalID, o.ProducerID, o.ProducerEpoch)
+			txntype.ErrNotAllowed, t.Kafka.TransactionalID, o.ProducerID, o.ProducerEpoch)
 	}
 	return nil
 }
@@ -128,8 +128,8 @@ func (l *Loop) kafkaStillOpen(ctx context.Context, t *coord.Transaction) error {
 // the row as it is afterwards. A row of this instance must not be in flight; a row of another
 // instance is resolved only while that instance's lock is free (it is not running), held
 // meanwhile as in a takeover (I8).
-func (l *Loop) resolveNow(ctx context.Context, t *coord.Transaction, guard func(context.Context, *coord.Transaction) error,
-	reword func(coord.State, *coord.ErrorDetail) *coord.ErrorDetail) (*coord.Transaction, error) {
+func (l *Loop) resolveNow(ctx context.Context, t *txntype.Transaction, guard func(context.Context, *txntype.Transaction) error,
+	reword func(txntype.State, *txntype.ErrorDetail) *txntype.ErrorDetail) (*txntype.Transaction, error) {
 	unlock, own, err := l.claimFor(ctx, t)
 	if err != nil {
 		return t, err
@@ -150,7 +150,7 @@ func (l *Loop) resolveNow(ctx context.Context, t *coord.Transaction, guard func(
 	}
 	if rerr != nil && !cur.State.Final() {
 		return cur, fmt.Errorf("%w: recovery attempt failed (%v); the transaction stays %s and the recovery loop retries it after backoff",
-			coord.ErrUnavailable, rerr, cur.State)
+			txntype.ErrUnavailable, rerr, cur.State)
 	}
 	// A failed compare-and-set means someone else (the loop, another operator) resolved it.
 	return cur, nil
@@ -159,23 +159,23 @@ func (l *Loop) resolveNow(ctx context.Context, t *coord.Transaction, guard func(
 // claimFor makes sure no live process is working on t while it is resolved here. A row of
 // another instance is acted on only while that instance's lock is free; the lock is held (and
 // that instance's epoch bumped, fencing a process that runs without its lock) until unlock.
-func (l *Loop) claimFor(ctx context.Context, t *coord.Transaction) (unlock func(), own bool, err error) {
+func (l *Loop) claimFor(ctx context.Context, t *txntype.Transaction) (unlock func(), own bool, err error) {
 	if t.Instance == l.cfg.Instance {
 		if l.coord.InFlight(t.GID) {
-			return nil, true, fmt.Errorf("%w: %s is in flight in this process: its request decides it", coord.ErrNotAllowed, t.ID)
+			return nil, true, fmt.Errorf("%w: %s is in flight in this process: its request decides it", txntype.ErrNotAllowed, t.ID)
 		}
 		return func() {}, true, nil
 	}
 	if l.cfg.DSN == "" {
-		return nil, false, fmt.Errorf("%w: %s belongs to instance %q; it is resolved there or by a takeover", coord.ErrNotAllowed, t.ID, t.Instance)
+		return nil, false, fmt.Errorf("%w: %s belongs to instance %q; it is resolved there or by a takeover", txntype.ErrNotAllowed, t.ID, t.Instance)
 	}
 	o, free, err := lockFor(ctx, l.cfg.DSN, t.Instance)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: %w", coord.ErrUnavailable, err)
+		return nil, false, fmt.Errorf("%w: %w", txntype.ErrUnavailable, err)
 	}
 	if !free {
 		return nil, false, fmt.Errorf("%w: %s belongs to instance %q, which is running (or being taken over): it resolves its own transactions; send the request to it",
-			coord.ErrNotAllowed, t.ID, t.Instance)
+			txntype.ErrNotAllowed, t.ID, t.Instance)
 	}
 	return func() { o.Close(context.WithoutCancel(ctx)) }, false, nil
 }
@@ -185,38 +185,38 @@ func (l *Loop) claimFor(ctx context.Context, t *coord.Transaction) (unlock func(
 // rolled back following the decision; gids already finished are left as they are (the
 // operator's decision accepts them). The action, with who and why, goes into the event history
 // in the same statement as the state change (a compare-and-set).
-func (l *Loop) ResolveHeuristic(ctx context.Context, gid string, outcome coord.State, a txlog.AdminAction) (*coord.Transaction, error) {
-	if outcome != coord.StateCommitted && outcome != coord.StateAborted {
-		return nil, &coord.InvalidError{Field: "outcome", Reason: `must be "committed" or "aborted"`}
+func (l *Loop) ResolveHeuristic(ctx context.Context, gid string, outcome txntype.State, a txlog.AdminAction) (*txntype.Transaction, error) {
+	if outcome != txntype.StateCommitted && outcome != txntype.StateAborted {
+		return nil, &txntype.InvalidError{Field: "outcome", Reason: `must be "committed" or "aborted"`}
 	}
 	t, err := l.log.GetGID(ctx, gid)
 	if err != nil {
 		return nil, err
 	}
-	if t.State != coord.StateHeuristic && t.State != coord.StateHeuristicMixed {
+	if t.State != txntype.StateHeuristic && t.State != txntype.StateHeuristicMixed {
 		hint := "retry applies the recovery rules"
 		if t.State.Final() {
 			hint = "its outcome is final"
 		}
 		return t, fmt.Errorf("%w: %s is %s, not heuristic: resolve records an operator's decision only where the coordinator could not decide (%s)",
-			coord.ErrNotAllowed, t.ID, t.State, hint)
+			txntype.ErrNotAllowed, t.ID, t.State, hint)
 	}
 	// Claim before act: the row becomes this instance's before any gid is finished, so that
 	// of two operators deciding at once only one touches the participants.
 	by, err := l.own.Fence()
 	if err != nil {
-		return t, fmt.Errorf("%w: %w", coord.ErrUnavailable, err)
+		return t, fmt.Errorf("%w: %w", txntype.ErrUnavailable, err)
 	}
 	if err := l.log.Claim(ctx, t, by, t.State); err != nil {
 		if errors.Is(err, txlog.ErrStateChanged) {
-			return t, fmt.Errorf("%w: %s was resolved or claimed meanwhile by someone else", coord.ErrNotAllowed, gid)
+			return t, fmt.Errorf("%w: %s was resolved or claimed meanwhile by someone else", txntype.ErrNotAllowed, gid)
 		}
-		return t, fmt.Errorf("%w: %w", coord.ErrUnavailable, err)
+		return t, fmt.Errorf("%w: %w", txntype.ErrUnavailable, err)
 	}
 	for _, g := range t.SQLGIDs {
 		prepared, err := l.sql.PreparedGIDs(ctx, g.Database, g.GID)
 		if err != nil {
-			return t, fmt.Errorf("%w: %v", coord.ErrUnavailable, err)
+			return t, fmt.Errorf("%w: %v", txntype.ErrUnavailable, err)
 		}
 		if _, ok := prepared[g.GID]; !ok {
 			continue
@@ -224,13 +224,13 @@ func (l *Loop) ResolveHeuristic(ctx context.Context, gid string, outcome coord.S
 		// A shared gid (coord/sharedsql.go) holds batch mates' work too: finishing it here
 		// finishes theirs, as the operator's decision for one member of a shared Kafka
 		// transaction decides the others'.
-		if outcome == coord.StateCommitted {
+		if outcome == txntype.StateCommitted {
 			err = l.sql.CommitPrepared(ctx, g.Database, g.GID)
 		} else {
 			err = l.sql.RollbackPrepared(ctx, g.Database, g.GID)
 		}
 		if err != nil {
-			return t, fmt.Errorf("%w: finishing %s on %s: %v (nothing recorded)", coord.ErrUnavailable, g.GID, g.Database, err)
+			return t, fmt.Errorf("%w: finishing %s on %s: %v (nothing recorded)", txntype.ErrUnavailable, g.GID, g.Database, err)
 		}
 		a.Finished = append(a.Finished, g)
 	}
@@ -240,7 +240,7 @@ func (l *Loop) ResolveHeuristic(ctx context.Context, gid string, outcome coord.S
 			if gerr == nil {
 				t = cur
 			}
-			return t, fmt.Errorf("%w: %s was resolved meanwhile by someone else (now %s)", coord.ErrNotAllowed, gid, t.State)
+			return t, fmt.Errorf("%w: %s was resolved meanwhile by someone else (now %s)", txntype.ErrNotAllowed, gid, t.State)
 		}
 		return t, err
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/sqltxn"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Shared PostgreSQL transactions of batches (coord/sharedsql.go): one gid holds several
@@ -33,7 +33,7 @@ func (l *Loop) sharedOrphans(ctx context.Context, db string, prepared map[string
 	ages := map[string]time.Duration{}
 	var gids []string
 	for g, age := range prepared {
-		if coord.IsSharedGID(l.cfg.GIDPrefix, g) {
+		if txntype.IsSharedGID(l.cfg.GIDPrefix, g) {
 			gids = append(gids, g)
 			ages[g] = age
 			delete(prepared, g)
@@ -88,7 +88,7 @@ func (l *Loop) young(g string, age time.Duration) bool {
 	if l.coord.InFlight(globalGID(g)) {
 		return true
 	}
-	return coord.SharedGIDInstance(l.cfg.GIDPrefix, g) != l.cfg.Instance && age < l.orphanAge
+	return txntype.SharedGIDInstance(l.cfg.GIDPrefix, g) != l.cfg.Instance && age < l.orphanAge
 }
 
 // sharedDecision is how a shared transaction with these members ends, once known: no members
@@ -105,9 +105,9 @@ func (l *Loop) sharedDecision(ctx context.Context, members []string) (commit, de
 	committed, aborted := 0, 0
 	for _, m := range members {
 		switch states[m] {
-		case coord.StateCommitted:
+		case txntype.StateCommitted:
 			committed++
-		case coord.StateAborted:
+		case txntype.StateAborted:
 			aborted++
 		}
 	}
@@ -129,7 +129,7 @@ func (l *Loop) sharedDecision(ctx context.Context, members []string) (commit, de
 func (l *Loop) sharedMarkers(ctx context.Context, gids []string) (del, rest []string, err error) {
 	var shared []string
 	for _, g := range gids {
-		if coord.IsSharedGID(l.cfg.GIDPrefix, g) {
+		if txntype.IsSharedGID(l.cfg.GIDPrefix, g) {
 			shared = append(shared, g)
 		} else {
 			rest = append(rest, g)
@@ -195,9 +195,9 @@ func (l *Loop) sharedInDoubt(ctx context.Context, now time.Time, prepared []sqlt
 			if !decided {
 				continue // its members are in flight, young elsewhere, or moved on meanwhile
 			}
-			e.Issue, e.State = IssueLeftover, coord.StateAborted
+			e.Issue, e.State = IssueLeftover, txntype.StateAborted
 			if commit {
-				e.State = coord.StateCommitted
+				e.State = txntype.StateCommitted
 			}
 		} else if l.young(p.GID, now.Sub(p.PreparedAt)) {
 			continue // its batch may still be on its way to its prepared write

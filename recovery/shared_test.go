@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/internal/pgtest"
 	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // liveSet is the Coordinator of these tests: the gids it says are in flight.
@@ -67,18 +67,18 @@ func newSharedEnv(t *testing.T) *sharedEnv {
 
 // prepare runs n requests' inserts in one shared transaction and returns its gid and the
 // requests' rows, begun in the log (active, their own gids).
-func (e *sharedEnv) prepare(t *testing.T, name string, n int) (string, []*coord.Transaction) {
+func (e *sharedEnv) prepare(t *testing.T, name string, n int) (string, []*txntype.Transaction) {
 	t.Helper()
 	ctx := context.Background()
 	g := e.schema + "_+a+" + name + "@default"
-	var members [][]coord.Statement
-	var ts []*coord.Transaction
+	var members [][]txntype.Statement
+	var ts []*txntype.Transaction
 	for i := range n {
 		id := fmt.Sprintf("%s-%d", name, i)
-		members = append(members, []coord.Statement{{Database: "default", Statement: "INSERT INTO orders VALUES ($1)", Args: []any{id}}})
+		members = append(members, []txntype.Statement{{Database: "default", Statement: "INSERT INTO orders VALUES ($1)", Args: []any{id}}})
 		gid := e.schema + "_" + id
-		tr, created, err := e.log.Begin(ctx, &coord.Transaction{ID: id, GID: gid, Instance: "a", State: coord.StateActive,
-			Owner: "a", OwnerEpoch: e.epoch, Digest: []byte{1}, SQLGIDs: []coord.SQLGID{{Database: "default", GID: gid + "@default"}}})
+		tr, created, err := e.log.Begin(ctx, &txntype.Transaction{ID: id, GID: gid, Instance: "a", State: txntype.StateActive,
+			Owner: "a", OwnerEpoch: e.epoch, Digest: []byte{1}, SQLGIDs: []txntype.SQLGID{{Database: "default", GID: gid + "@default"}}})
 		require.NoError(t, err)
 		require.True(t, created)
 		ts = append(ts, tr)
@@ -89,16 +89,16 @@ func (e *sharedEnv) prepare(t *testing.T, name string, n int) (string, []*coord.
 }
 
 // logPrepared is the batch's prepared write: every row prepared naming g, g registered.
-func (e *sharedEnv) logPrepared(t *testing.T, g string, ts []*coord.Transaction) error {
+func (e *sharedEnv) logPrepared(t *testing.T, g string, ts []*txntype.Transaction) error {
 	t.Helper()
-	shared := coord.SharedGID{Database: "default", GID: g}
+	shared := txntype.SharedGID{Database: "default", GID: g}
 	for i, tr := range ts {
-		tr.Kafka = &coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: "tx", ProducerID: 1, ProducerEpoch: 1},
-			Records: []coord.RecordOffset{{Topic: "t", Offset: int64(i)}}}
-		tr.SQLGIDs = []coord.SQLGID{{Database: "default", GID: g}}
+		tr.Kafka = &txntype.KafkaState{KafkaIDs: txntype.KafkaIDs{TransactionalID: "tx", ProducerID: 1, ProducerEpoch: 1},
+			Records: []txntype.RecordOffset{{Topic: "t", Offset: int64(i)}}}
+		tr.SQLGIDs = []txntype.SQLGID{{Database: "default", GID: g}}
 		shared.Members = append(shared.Members, tr.GID)
 	}
-	return e.log.PreparedBatch(context.Background(), ts, []coord.SharedGID{shared})
+	return e.log.PreparedBatch(context.Background(), ts, []txntype.SharedGID{shared})
 }
 
 func (e *sharedEnv) prepared(t *testing.T, g string) bool {
@@ -142,7 +142,7 @@ func TestSharedOrphanTombstone(t *testing.T) {
 	require.NoError(t, e.l.orphans(ctx, st))
 	assert.False(t, e.prepared(t, g), "not in flight, no registration: rolled back")
 	assert.Equal(t, 1, st.Orphans)
-	require.ErrorIs(t, e.logPrepared(t, g, ts), coord.ErrMovedOn, "the tombstone refuses the batch's late prepared write")
+	require.ErrorIs(t, e.logPrepared(t, g, ts), txntype.ErrMovedOn, "the tombstone refuses the batch's late prepared write")
 	assert.Empty(t, e.ids(t))
 }
 
@@ -209,7 +209,7 @@ func TestStrayOwnGIDOfSharedRowRolledBack(t *testing.T) {
 	_, err := e.log.CommittedBatch(ctx, ts, time.Time{})
 	require.NoError(t, err)
 	own := ts[0].GID + "@default"
-	_, err = e.sql.Run(ctx, "default", []coord.Statement{{Database: "default", Statement: "INSERT INTO orders VALUES ('copy')"}}, own, false, nil)
+	_, err = e.sql.Run(ctx, "default", []txntype.Statement{{Database: "default", Statement: "INSERT INTO orders VALUES ('copy')"}}, own, false, nil)
 	require.NoError(t, err)
 	require.True(t, e.prepared(t, own))
 	require.NoError(t, e.l.orphans(ctx, &Stats{}))

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // orphanMinAge protects a gid whose row was just reset for a retry from being taken for a
@@ -50,7 +50,7 @@ func (l *Loop) orphans(ctx context.Context, st *Stats) error {
 				if err == nil {
 					st.Orphans++
 				}
-			case state == coord.StateCommitted && age > l.orphanAge:
+			case state == txntype.StateCommitted && age > l.orphanAge:
 				// Only the gid the row names as where its work is follows it: a stray own gid of
 				// a row committed on a shared transaction would be a second copy of its work,
 				// without its records (the model's finding S-F6).
@@ -64,7 +64,7 @@ func (l *Loop) orphans(ctx context.Context, st *Stats) error {
 					l.cfg.Logger.Warn("rolling back a prepared gid its committed row does not name", "database", db, "gid", g)
 					err = l.sql.RollbackPrepared(ctx, db, g)
 				}
-			case state == coord.StateAborted && age > l.orphanAge:
+			case state == txntype.StateAborted && age > l.orphanAge:
 				err = l.sql.RollbackPrepared(ctx, db, g)
 			default:
 				continue
@@ -118,7 +118,7 @@ func (l *Loop) sweepMarkers(ctx context.Context, st *Stats) error {
 		}
 		var del []string
 		for _, g := range gids {
-			if s, ok := states[globalGID(g)]; ok && (s == coord.StateCommitted || s == coord.StateAborted) {
+			if s, ok := states[globalGID(g)]; ok && (s == txntype.StateCommitted || s == txntype.StateAborted) {
 				del = append(del, g)
 			}
 		}

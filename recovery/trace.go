@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Traces of the loop (coord/trace.go has the protocol's): every pass is one span, and every
@@ -52,7 +53,7 @@ func endPass(span trace.Span, st Stats, err error) {
 
 // endResolve records what became of one transaction: its outcome, or the attempt's error. A row
 // someone else resolved first (errMovedOn) is not an error of this pass.
-func endResolve(span trace.Span, outcome coord.State, err error) {
+func endResolve(span trace.Span, outcome txntype.State, err error) {
 	if span.IsRecording() {
 		switch {
 		case err == nil:

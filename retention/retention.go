@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Defaults of Config.
@@ -226,7 +226,7 @@ func (s *Service) unreferenced(ctx context.Context, page []txlog.Expired) ([]str
 	keep := map[string]bool{}
 	for _, e := range page {
 		for _, db := range names {
-			g := coord.SQLGIDFor(e.GID, db) // a marker or prepared gid the row's list may not name
+			g := txntype.SQLGIDFor(e.GID, db) // a marker or prepared gid the row's list may not name
 			owner[g] = append(owner[g], e.GID)
 			byDB[db] = append(byDB[db], g)
 		}
@@ -234,7 +234,7 @@ func (s *Service) unreferenced(ctx context.Context, page []txlog.Expired) ([]str
 			switch {
 			case !configured[g.Database]:
 				keep[e.GID] = true // a database no longer configured cannot be asked
-			case g.GID != coord.SQLGIDFor(e.GID, g.Database):
+			case g.GID != txntype.SQLGIDFor(e.GID, g.Database):
 				owner[g.GID] = append(owner[g.GID], e.GID) // a shared transaction's gid
 				byDB[g.Database] = append(byDB[g.Database], g.GID)
 			}

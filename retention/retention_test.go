@@ -13,12 +13,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/internal/pgtest"
 	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/retention"
 	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // env is a log on a fresh schema of the real PostgreSQL, which is also the default database.
@@ -59,12 +59,12 @@ func (e *env) gid(name string) string { return e.schema + "_" + name }
 
 // row inserts a log row of the state, created and last changed age ago, with one event, and
 // the SQL gids it names (its own gid on default, unless sqlGIDs says otherwise).
-func (e *env) row(t *testing.T, name string, state coord.State, age time.Duration, sqlGIDs ...string) {
+func (e *env) row(t *testing.T, name string, state txntype.State, age time.Duration, sqlGIDs ...string) {
 	t.Helper()
 	ctx := context.Background()
 	g := e.gid(name)
 	if len(sqlGIDs) == 0 {
-		sqlGIDs = []string{coord.SQLGIDFor(g, "default")}
+		sqlGIDs = []string{txntype.SQLGIDFor(g, "default")}
 	}
 	gids := "["
 	for i, s := range sqlGIDs {
@@ -182,61 +182,61 @@ func TestRetentionRemovesOnlyUnneededRows(t *testing.T) {
 	shared := e.schema + "_+a+s1@default"
 	cases := []struct {
 		name  string
-		state coord.State
+		state txntype.State
 		age   time.Duration
 		setup func(t *testing.T, name string)
 		kept  bool
 	}{
-		{name: "committed", state: coord.StateCommitted, age: old},
-		{name: "aborted", state: coord.StateAborted, age: old},
-		{name: "young", state: coord.StateCommitted, age: week - time.Hour, kept: true},
-		{name: "active", state: coord.StateActive, age: old, kept: true},
-		{name: "aborting", state: coord.StateAborting, age: old, kept: true},
-		{name: "prepared", state: coord.StatePrepared, age: old, kept: true},
-		{name: "committing", state: coord.StateCommitting, age: old, kept: true},
-		{name: "heuristic", state: coord.StateHeuristic, age: old, kept: true},
-		{name: "heuristic_mixed", state: coord.StateHeuristicMixed, age: old, kept: true},
-		{name: "changed recently", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+		{name: "committed", state: txntype.StateCommitted, age: old},
+		{name: "aborted", state: txntype.StateAborted, age: old},
+		{name: "young", state: txntype.StateCommitted, age: week - time.Hour, kept: true},
+		{name: "active", state: txntype.StateActive, age: old, kept: true},
+		{name: "aborting", state: txntype.StateAborting, age: old, kept: true},
+		{name: "prepared", state: txntype.StatePrepared, age: old, kept: true},
+		{name: "committing", state: txntype.StateCommitting, age: old, kept: true},
+		{name: "heuristic", state: txntype.StateHeuristic, age: old, kept: true},
+		{name: "heuristic_mixed", state: txntype.StateHeuristicMixed, age: old, kept: true},
+		{name: "changed recently", state: txntype.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
 			_, err := e.pool.Exec(ctx, "UPDATE coordinator_transactions SET updated_at = now() WHERE gid = $1", e.gid(name))
 			require.NoError(t, err)
 		}},
-		{name: "marker", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
-			_, err := e.pool.Exec(ctx, "INSERT INTO coordinator_markers (gid) VALUES ($1)", coord.SQLGIDFor(e.gid(name), "default"))
+		{name: "marker", state: txntype.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+			_, err := e.pool.Exec(ctx, "INSERT INTO coordinator_markers (gid) VALUES ($1)", txntype.SQLGIDFor(e.gid(name), "default"))
 			require.NoError(t, err)
 		}},
-		{name: "prepared gid", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
-			e.prepare(t, coord.SQLGIDFor(e.gid(name), "default"))
+		{name: "prepared gid", state: txntype.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+			e.prepare(t, txntype.SQLGIDFor(e.gid(name), "default"))
 		}},
-		{name: "registered member", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+		{name: "registered member", state: txntype.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
 			_, err := e.pool.Exec(ctx, "INSERT INTO coordinator_shared_gids (gid, members) VALUES ($1, $2)",
 				e.schema+"_+a+reg@default", []string{e.gid(name)})
 			require.NoError(t, err)
 		}},
 		// Any instance's rows: what keeps a row is read from the log and the participants.
-		{name: "another instance's", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
+		{name: "another instance's", state: txntype.StateCommitted, age: old, setup: func(t *testing.T, name string) {
 			e.instance(t, "b", 0, name)
 		}},
-		{name: "unregistered instance's", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
+		{name: "unregistered instance's", state: txntype.StateCommitted, age: old, setup: func(t *testing.T, name string) {
 			_, err := e.pool.Exec(ctx, "UPDATE coordinator_transactions SET instance_id = 'gone' WHERE gid = $1", e.gid(name))
 			require.NoError(t, err)
 		}},
 		// R2: rows naming records, each on a partition of its own (see k below).
-		{name: "records, nothing open", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
+		{name: "records, nothing open", state: txntype.StateCommitted, age: old, setup: func(t *testing.T, name string) {
 			e.records(t, name, 0, 10)
 		}},
-		{name: "records, open on them", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+		{name: "records, open on them", state: txntype.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
 			e.records(t, name, 1, 10)
 		}},
-		{name: "records, open from the last", state: coord.StateAborted, age: old, kept: true, setup: func(t *testing.T, name string) {
+		{name: "records, open from the last", state: txntype.StateAborted, age: old, kept: true, setup: func(t *testing.T, name string) {
 			e.records(t, name, 2, 10)
 		}},
-		{name: "records, open after them", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
+		{name: "records, open after them", state: txntype.StateCommitted, age: old, setup: func(t *testing.T, name string) {
 			e.records(t, name, 3, 10)
 		}},
-		{name: "records, another producer open", state: coord.StateCommitted, age: old, setup: func(t *testing.T, name string) {
+		{name: "records, another producer open", state: txntype.StateCommitted, age: old, setup: func(t *testing.T, name string) {
 			e.records(t, name, 4, 10)
 		}},
-		{name: "records, partition not answering", state: coord.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
+		{name: "records, partition not answering", state: txntype.StateCommitted, age: old, kept: true, setup: func(t *testing.T, name string) {
 			e.records(t, name, 5, 10)
 		}},
 	}
@@ -247,8 +247,8 @@ func TestRetentionRemovesOnlyUnneededRows(t *testing.T) {
 		}
 	}
 	// Two members of a shared transaction whose marker is still there, without a registration.
-	e.row(t, "shared-a", coord.StateCommitted, old, shared)
-	e.row(t, "shared-b", coord.StateCommitted, old, shared)
+	e.row(t, "shared-a", txntype.StateCommitted, old, shared)
+	e.row(t, "shared-b", txntype.StateCommitted, old, shared)
 	_, err := e.pool.Exec(ctx, "INSERT INTO coordinator_markers (gid) VALUES ($1)", shared)
 	require.NoError(t, err)
 
@@ -293,7 +293,7 @@ func TestRetentionRemovesOnlyUnneededRows(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.pool.Exec(ctx, "DELETE FROM coordinator_shared_gids")
 	require.NoError(t, err)
-	_, err = e.admin.Exec(ctx, "ROLLBACK PREPARED '"+coord.SQLGIDFor(e.gid("prepared gid"), "default")+"'")
+	_, err = e.admin.Exec(ctx, "ROLLBACK PREPARED '"+txntype.SQLGIDFor(e.gid("prepared gid"), "default")+"'")
 	require.NoError(t, err)
 	// Without Kafka to ask, rows naming records stay.
 	s = retention.New(retention.Config{Retention: week, Batch: 4, Pause: time.Millisecond}, e.log, e.sql, nil)
@@ -330,7 +330,7 @@ func TestRetentionZeroKeepsEverything(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	for i := range 5 {
-		e.row(t, fmt.Sprint("r", i), coord.StateCommitted, 1000*week)
+		e.row(t, fmt.Sprint("r", i), txntype.StateCommitted, 1000*week)
 	}
 	s := retention.New(retention.Config{Retention: 0}, e.log, e.sql, nil)
 	st, err := s.RunOnce(ctx)
@@ -368,15 +368,15 @@ func TestRetentionBoundedBatches(t *testing.T) {
 	ctx := context.Background()
 	for i := range 12 { // the oldest: kept for their markers
 		name := fmt.Sprintf("m%02d", i)
-		e.row(t, name, coord.StateCommitted, 3*week)
-		_, err := e.pool.Exec(ctx, "INSERT INTO coordinator_markers (gid) VALUES ($1)", coord.SQLGIDFor(e.gid(name), "default"))
+		e.row(t, name, txntype.StateCommitted, 3*week)
+		_, err := e.pool.Exec(ctx, "INSERT INTO coordinator_markers (gid) VALUES ($1)", txntype.SQLGIDFor(e.gid(name), "default"))
 		require.NoError(t, err)
 	}
 	for i := range 25 {
-		e.row(t, fmt.Sprintf("c%02d", i), coord.StateCommitted, 2*week)
+		e.row(t, fmt.Sprintf("c%02d", i), txntype.StateCommitted, 2*week)
 	}
 	for i := range 7 {
-		e.row(t, fmt.Sprintf("a%02d", i), coord.StateAborted, 2*week)
+		e.row(t, fmt.Sprintf("a%02d", i), txntype.StateAborted, 2*week)
 	}
 	l := &countingLog{Log: e.log}
 	s := retention.New(retention.Config{Retention: week, Batch: 5, Pause: time.Millisecond}, l, e.sql, nil)
@@ -402,17 +402,17 @@ func TestRetentionReusedIDIsNew(t *testing.T) {
 	ctx := context.Background()
 	epoch, err := txlog.BumpEpoch(ctx, e.pool, "a")
 	require.NoError(t, err)
-	begin := func(digest byte) (*coord.Transaction, bool) {
+	begin := func(digest byte) (*txntype.Transaction, bool) {
 		t.Helper()
-		tr, created, err := e.log.Begin(ctx, &coord.Transaction{ID: "reused", GID: e.gid("reused"), Instance: "a",
-			State: coord.StateActive, Owner: "a", OwnerEpoch: epoch, Digest: []byte{digest},
-			SQLGIDs: []coord.SQLGID{{Database: "default", GID: coord.SQLGIDFor(e.gid("reused"), "default")}}})
+		tr, created, err := e.log.Begin(ctx, &txntype.Transaction{ID: "reused", GID: e.gid("reused"), Instance: "a",
+			State: txntype.StateActive, Owner: "a", OwnerEpoch: epoch, Digest: []byte{digest},
+			SQLGIDs: []txntype.SQLGID{{Database: "default", GID: txntype.SQLGIDFor(e.gid("reused"), "default")}}})
 		require.NoError(t, err)
 		return tr, created
 	}
 	first, created := begin(1)
 	require.True(t, created)
-	require.NoError(t, e.log.Transition(ctx, first, coord.StateCommitting))
+	require.NoError(t, e.log.Transition(ctx, first, txntype.StateCommitting))
 	require.NoError(t, e.log.Committed(ctx, first, time.Time{}))
 	_, created = begin(2)
 	require.False(t, created, "within the retention the id is the same transaction")
@@ -426,10 +426,10 @@ func TestRetentionReusedIDIsNew(t *testing.T) {
 
 	second, created := begin(2)
 	assert.True(t, created, "after its removal the id is a new transaction")
-	assert.Equal(t, coord.StateActive, second.State)
+	assert.Equal(t, txntype.StateActive, second.State)
 	assert.Equal(t, []byte{2}, second.Digest)
 	events, err := e.log.Events(ctx, second.GID)
 	require.NoError(t, err)
 	require.Len(t, events, 1, "the history is the new transaction's only: %v", events)
-	assert.Equal(t, coord.StateActive, events[0].State)
+	assert.Equal(t, txntype.StateActive, events[0].State)
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/kpgtx/coordinator/api"
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/kafkatxn"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Config is everything the service needs. Every field is set by one Setting (settings.go):
@@ -300,7 +300,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.validateSecurity()...)
 	errs = append(errs, c.validateTracing()...)
 	if c.Fault != "" {
-		if _, err := coord.ParseFaultPoint(c.Fault); err != nil {
+		if _, err := txntype.ParseFaultPoint(c.Fault); err != nil {
 			errs = append(errs, "COORDINATOR_FAULT: "+err.Error())
 		}
 	}

@@ -7,18 +7,18 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/registry"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
-// schemas adapts the registry package to the coordinator's record encoding (coord.Schemas):
-// what the request got wrong becomes a *coord.SchemaError (400, or 409 once statements ran);
+// schemas adapts the registry package to the coordinator's record encoding (txntype.Schemas):
+// what the request got wrong becomes a *txntype.SchemaError (400, or 409 once statements ran);
 // anything else is the registry's unavailability (503, nothing run).
 type schemas struct{ enc *registry.Encoder }
 
 // newSchemas connects nothing: a registry that is down at startup only fails the requests that
 // need it.
-func newSchemas(c SchemaRegistry) (coord.Schemas, error) {
+func newSchemas(c SchemaRegistry) (txntype.Schemas, error) {
 	if c.URL == "" {
 		return nil, nil
 	}
@@ -33,7 +33,7 @@ func newSchemas(c SchemaRegistry) (coord.Schemas, error) {
 	return schemas{enc: enc}, nil
 }
 
-func (s schemas) Encode(ctx context.Context, t coord.PayloadType, ref coord.SchemaRef, data []byte) ([]byte, error) {
+func (s schemas) Encode(ctx context.Context, t txntype.PayloadType, ref txntype.SchemaRef, data []byte) ([]byte, error) {
 	b, err := s.enc.Encode(ctx, registry.Format(t), registry.Ref{ID: ref.ID, Subject: ref.Subject,
 		Version: ref.Version, Message: ref.Message}, data)
 	return b, schemaError(err)
@@ -46,10 +46,10 @@ func schemaError(err error) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &me):
-		return &coord.SchemaError{Path: me.Path, Reason: me.Reason}
+		return &txntype.SchemaError{Path: me.Path, Reason: me.Reason}
 	case errors.Is(err, registry.ErrUnknownSchema), errors.Is(err, registry.ErrWrongFormat),
 		errors.Is(err, registry.ErrUnsupportedSchema):
-		return &coord.SchemaError{Schema: true, Reason: err.Error()}
+		return &txntype.SchemaError{Schema: true, Reason: err.Error()}
 	}
 	return err // registry.ErrUnavailable, or a cancelled request
 }

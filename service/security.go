@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kpgtx/coordinator/api"
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // KafkaTLS is how the Kafka clients use TLS (KAFKA_TLS*).
@@ -79,12 +79,12 @@ func (c Config) validateSecurity() []string {
 		errs = append(errs, "COORDINATOR_STATEMENTS: no statements; name at least one, or leave it unset to accept SQL text")
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Statements)) {
-		if err := coord.CheckAllowedStatement(name, c.Statements[name]); err != nil {
+		if err := txntype.CheckAllowedStatement(name, c.Statements[name]); err != nil {
 			errs = append(errs, "COORDINATOR_STATEMENTS: "+err.Error())
 		}
 	}
 	for _, t := range c.Topics {
-		if err := coord.CheckAllowedTopic(t); err != nil {
+		if err := txntype.CheckAllowedTopic(t); err != nil {
 			errs = append(errs, "COORDINATOR_TOPICS: "+err.Error())
 		}
 	}

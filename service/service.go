@@ -26,6 +26,7 @@ import (
 	"github.com/kpgtx/coordinator/retention"
 	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Service is a running coordinator.
@@ -105,7 +106,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		return nil, err
 	}
 
-	dsns := map[string]string{coord.DefaultDatabase: cfg.DatabaseURL}
+	dsns := map[string]string{txntype.DefaultDatabase: cfg.DatabaseURL}
 	for name, dsn := range cfg.Databases {
 		dsns[name] = dsn
 	}
@@ -134,7 +135,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		return nil, err
 	}
 
-	var kafka coord.Kafka
+	var kafka txntype.Kafka
 	if len(cfg.Brokers) > 0 {
 		// I1: ids of this instance's in-doubt transactions stay out of the pool.
 		quarantined, err := s.Log.InDoubtTransactionalIDs(ctx, cfg.Instance)
@@ -178,7 +179,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		Schemas:   schemas,
 		Instance:  cfg.Instance,
 		GIDPrefix: cfg.GIDPrefix,
-		Limits: coord.Limits{MaxStatements: cfg.MaxStatements, MaxRecords: cfg.MaxRecords, MaxTimeout: cfg.MaxTimeout, Statements: cfg.Statements, Topics: cfg.Topics, ConfinedSQL: cfg.StatementRole != "",
+		Limits: txntype.Limits{MaxStatements: cfg.MaxStatements, MaxRecords: cfg.MaxRecords, MaxTimeout: cfg.MaxTimeout, Statements: cfg.Statements, Topics: cfg.Topics, ConfinedSQL: cfg.StatementRole != "",
 			MaxRecordBytes: cfg.MaxBodyBytes},
 		DefaultTimeout: cfg.DefaultTimeout,
 		FinishTimeout:  cfg.FinishTimeout,
@@ -248,15 +249,15 @@ func (s *Service) Start(ctx context.Context) {
 
 // faultHook is the test-only COORDINATOR_FAULT: the process kills itself (SIGKILL, no cleanup)
 // when the protocol reaches the named step, as a crash would.
-func faultHook(point string, logger *slog.Logger) func(coord.FaultPoint) {
+func faultHook(point string, logger *slog.Logger) func(txntype.FaultPoint) {
 	if point == "" {
 		return nil
 	}
-	return func(p coord.FaultPoint) {
+	return func(p txntype.FaultPoint) {
 		if string(p) != point {
 			return
 		}
-		if p == coord.FaultDecidedBeforePhase2 {
+		if p == txntype.FaultDecidedBeforePhase2 {
 			// The decided answer (D1) is on its way back: let it reach the caller, so that a
 			// test sees a 200 followed by the crash it must survive.
 			time.Sleep(250 * time.Millisecond)
@@ -395,7 +396,7 @@ func (s *Service) recoveryDone() <-chan struct{} {
 
 // leftStates is the logged state of the requests a shutdown cancelled.
 type leftStates struct {
-	states map[string]coord.State
+	states map[string]txntype.State
 	err    error
 }
 

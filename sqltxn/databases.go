@@ -9,8 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Databases is the SQL participant: one connection pool per named database.
@@ -39,7 +38,7 @@ type Options struct {
 	Logger        *slog.Logger
 }
 
-var _ coord.SQL = (*Databases)(nil)
+var _ txntype.SQL = (*Databases)(nil)
 
 // markerDDL creates the coordinator-owned marker table (also in migrations for the default
 // database). A marker row is inserted inside the participant's transaction: after a crash, its

@@ -20,10 +20,10 @@
 // returns, so a PREPARE cannot complete after the coordinator has looked for it. COMMIT PREPARED
 // or ROLLBACK PREPARED of a gid that no longer exists is resolved with the marker row: present
 // means committed, absent means rolled back (I4); an outcome against the decision is reported as
-// coord.ErrHeuristic. Client code that writes a coordinator table fails its statement with
+// txntype.ErrHeuristic. Client code that writes a coordinator table fails its statement with
 // SQLSTATE KP001 (abortable). A one-phase batch that failed without the server answering ERROR (a cut
 // connection, an expired budget, a terminated backend's FATAL) may have committed: the error
-// matches coord.ErrCommitUnknown, and SettleOnePhase later decides it from the marker, fencing
+// matches txntype.ErrCommitUnknown, and SettleOnePhase later decides it from the marker, fencing
 // the key (a marker row with aborted = true) when the transaction did not commit, so that it
 // never can. SQLSTATEs pass through; serialization failures, deadlocks and lost
 // connections are retriable for the caller. A server with max_prepared_transactions = 0 is

@@ -8,8 +8,7 @@ import (
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Sentinels of this package.
@@ -38,14 +37,14 @@ const (
 	sqlstateQueryCanceled        = "57014" // statement_timeout, or the budget's cancel request
 )
 
-// classify turns a pgx error into a coord.Failure: the SQLSTATE is passed through; serialization
+// classify turns a pgx error into a txntype.Failure: the SQLSTATE is passed through; serialization
 // failures, deadlocks and lost connections before PREPARE are retriable for the caller.
-func classify(database string, err error) *coord.Failure {
-	f := &coord.Failure{Participant: coord.ParticipantSQL + ":" + database, Class: coord.ClassAbortable, Err: err}
+func classify(database string, err error) *txntype.Failure {
+	f := &txntype.Failure{Participant: txntype.ParticipantSQL + ":" + database, Class: txntype.ClassAbortable, Err: err}
 	var pe *pgconn.PgError
 	switch {
-	case errors.Is(err, coord.ErrConfinementBreach):
-		f.Class = coord.ClassInternal
+	case errors.Is(err, txntype.ErrConfinementBreach):
+		f.Class = txntype.ClassInternal
 		if errors.As(err, &pe) {
 			f.SQLState = pe.Code
 		}
@@ -57,25 +56,25 @@ func classify(database string, err error) *coord.Failure {
 		}
 		switch {
 		case pe.Code == sqlstateSerializationFailure || pe.Code == sqlstateDeadlockDetected:
-			f.Class = coord.ClassRetriable
+			f.Class = txntype.ClassRetriable
 		case pe.Code == sqlstateProtocolViolation || pe.Code == sqlstateQueryCanceled:
 			// The client's statement does not fit its arguments ("bind message supplies 1
 			// parameters, but prepared statement requires 2"): the request's fault, abortable,
 			// never "unavailable, safe to retry" although its class is 08. Likewise a statement
 			// cancelled by its statement_timeout or by the request's budget (57014).
-			f.Class = coord.ClassAbortable
+			f.Class = txntype.ClassAbortable
 		case class == "08" || class == "57" || class == "53":
 			// connection exception, operator intervention (shutdown), insufficient resources
-			f.Class, f.Unavailable = coord.ClassRetriable, true
+			f.Class, f.Unavailable = txntype.ClassRetriable, true
 		case class == "28" || pe.Code == "42501":
 			// invalid authorization, insufficient privilege
-			f.Class = coord.ClassInvalidConfig
+			f.Class = txntype.ClassInvalidConfig
 		}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		// Out of budget: abortable. (Before isConnError: DeadlineExceeded is a net.Error too.)
-		f.Class = coord.ClassAbortable
+		f.Class = txntype.ClassAbortable
 	case isConnError(err):
-		f.Class, f.Unavailable = coord.ClassRetriable, true
+		f.Class, f.Unavailable = txntype.ClassRetriable, true
 	}
 	return f
 }

@@ -10,10 +10,9 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 func pgErr(code string) *pgconn.PgError {
@@ -34,25 +33,25 @@ func TestClassifyPgError(t *testing.T) {
 	tests := []struct {
 		name        string
 		code        string
-		class       coord.Class
+		class       txntype.Class
 		unavailable bool
 	}{
-		{"unique violation", "23505", coord.ClassAbortable, false},
-		{"foreign key violation", "23503", coord.ClassAbortable, false},
-		{"syntax error", "42601", coord.ClassAbortable, false},
-		{"undefined table", "42P01", coord.ClassAbortable, false},
-		{"division by zero", "22012", coord.ClassAbortable, false},
-		{"serialization failure", "40001", coord.ClassRetriable, false},
-		{"deadlock detected", "40P01", coord.ClassRetriable, false},
-		{"connection failure", "08006", coord.ClassRetriable, true},
-		{"connection exception", "08000", coord.ClassRetriable, true},
-		{"admin shutdown", "57P01", coord.ClassRetriable, true},
-		{"wrong number of arguments", "08P01", coord.ClassAbortable, false},
-		{"statement cancelled", "57014", coord.ClassAbortable, false},
-		{"too many connections", "53300", coord.ClassRetriable, true},
-		{"invalid password", "28P01", coord.ClassInvalidConfig, false},
-		{"invalid authorization", "28000", coord.ClassInvalidConfig, false},
-		{"insufficient privilege", "42501", coord.ClassInvalidConfig, false},
+		{"unique violation", "23505", txntype.ClassAbortable, false},
+		{"foreign key violation", "23503", txntype.ClassAbortable, false},
+		{"syntax error", "42601", txntype.ClassAbortable, false},
+		{"undefined table", "42P01", txntype.ClassAbortable, false},
+		{"division by zero", "22012", txntype.ClassAbortable, false},
+		{"serialization failure", "40001", txntype.ClassRetriable, false},
+		{"deadlock detected", "40P01", txntype.ClassRetriable, false},
+		{"connection failure", "08006", txntype.ClassRetriable, true},
+		{"connection exception", "08000", txntype.ClassRetriable, true},
+		{"admin shutdown", "57P01", txntype.ClassRetriable, true},
+		{"wrong number of arguments", "08P01", txntype.ClassAbortable, false},
+		{"statement cancelled", "57014", txntype.ClassAbortable, false},
+		{"too many connections", "53300", txntype.ClassRetriable, true},
+		{"invalid password", "28P01", txntype.ClassInvalidConfig, false},
+		{"invalid authorization", "28000", txntype.ClassInvalidConfig, false},
+		{"insufficient privilege", "42501", txntype.ClassInvalidConfig, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,7 +76,7 @@ func TestClassifyUniqueViolationDetail(t *testing.T) {
 	f := classify("default", fmt.Errorf("statement 1: %w", pgErr("23505")))
 	d := f.Detail()
 	assert.Equal(t, "sql:default", d.Participant)
-	assert.Equal(t, coord.ClassAbortable, d.Class)
+	assert.Equal(t, txntype.ClassAbortable, d.Class)
 	assert.Equal(t, "23505", d.SQLState)
 	assert.Contains(t, d.Message, "23505")
 }
@@ -98,7 +97,7 @@ func TestClassifyConnectionErrors(t *testing.T) {
 			t.Parallel()
 			f := classify("default", tt.err)
 			require.NotNil(t, f)
-			assert.Equal(t, coord.ClassRetriable, f.Class)
+			assert.Equal(t, txntype.ClassRetriable, f.Class)
 			assert.True(t, f.Unavailable)
 			assert.Empty(t, f.SQLState)
 			assert.Equal(t, "sql:default", f.Participant)
@@ -115,7 +114,7 @@ func TestClassifyOtherErrors(t *testing.T) {
 		{"unknown database", fmt.Errorf("%w %q", ErrUnknownDatabase, "x")},
 		{"no statements", errEmpty},
 		{"canceled", context.Canceled},
-		{"heuristic", fmt.Errorf("%w: by someone else", coord.ErrHeuristic)},
+		{"heuristic", fmt.Errorf("%w: by someone else", txntype.ErrHeuristic)},
 		{"other", errors.New("other")},
 	}
 	for _, tt := range tests {
@@ -123,7 +122,7 @@ func TestClassifyOtherErrors(t *testing.T) {
 			t.Parallel()
 			f := classify("b", tt.err)
 			require.NotNil(t, f)
-			assert.Equal(t, coord.ClassAbortable, f.Class)
+			assert.Equal(t, txntype.ClassAbortable, f.Class)
 			assert.False(t, f.Unavailable)
 			assert.Empty(t, f.SQLState)
 			assert.Equal(t, "sql:b", f.Participant)
@@ -140,7 +139,7 @@ func TestClassifyDeadlineExceeded(t *testing.T) {
 	for _, err := range []error{context.DeadlineExceeded, fmt.Errorf("statement 0: %w", context.DeadlineExceeded)} {
 		f := classify("default", err)
 		require.NotNil(t, f)
-		assert.Equal(t, coord.ClassAbortable, f.Class, "classify(%v)", err)
+		assert.Equal(t, txntype.ClassAbortable, f.Class, "classify(%v)", err)
 		assert.False(t, f.Unavailable, "classify(%v).Unavailable", err)
 	}
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/internal/pgtest"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // ownTablesDatabases opens the participant on a fresh schema that also holds a stand-in for the
@@ -82,13 +82,13 @@ func TestRunClientWritesToOwnTablesRefused(t *testing.T) {
 				}
 				_, err := d.Run(ctx, "default", list, schema+"_"+id+"@default", onePhase, nil)
 				require.Error(t, err, "%s (one phase %t, first %t)", c.name, onePhase, first)
-				f := coord.AsFailure(err)
+				f := txntype.AsFailure(err)
 				assert.Equal(t, sqlstateOwnTable, f.SQLState, "%s: %v", c.name, err)
 				assert.Contains(t, err.Error(), at, c.name)
 				assert.Contains(t, err.Error(), "may not change the coordinator's table", c.name)
-				assert.Equal(t, coord.ClassAbortable, f.Class, c.name)
-				assert.NotErrorIs(t, err, coord.ErrConfinementBreach, c.name)
-				assert.NotErrorIs(t, err, coord.ErrCommitUnknown, "%s: the server refused, so nothing committed", c.name)
+				assert.Equal(t, txntype.ClassAbortable, f.Class, c.name)
+				assert.NotErrorIs(t, err, txntype.ErrConfinementBreach, c.name)
+				assert.NotErrorIs(t, err, txntype.ErrCommitUnknown, "%s: the server refused, so nothing committed", c.name)
 			}
 		}
 	}
@@ -98,7 +98,7 @@ func TestRunClientWritesToOwnTablesRefused(t *testing.T) {
 
 	// Shared: the member that wrote them is left out; the members before and after it stay.
 	gid := schema + "_+own@default"
-	run := d.RunShared(ctx, "default", [][]coord.Statement{
+	run := d.RunShared(ctx, "default", [][]txntype.Statement{
 		stmts("INSERT INTO orders VALUES ('s1')"),
 		stmts("INSERT INTO orders VALUES ('s2')", "SELECT rewrite_log()"),
 		stmts("INSERT INTO orders VALUES ('s3')", "INSERT INTO audited_later VALUES ('s3')"),
@@ -107,9 +107,9 @@ func TestRunClientWritesToOwnTablesRefused(t *testing.T) {
 	require.NoError(t, run.Err)
 	assert.Nil(t, run.Excluded[0])
 	require.Error(t, run.Excluded[1])
-	assert.Equal(t, sqlstateOwnTable, coord.AsFailure(run.Excluded[1]).SQLState, "%v", run.Excluded[1])
+	assert.Equal(t, sqlstateOwnTable, txntype.AsFailure(run.Excluded[1]).SQLState, "%v", run.Excluded[1])
 	require.Error(t, run.Excluded[2], "its deferred trigger runs at the member's end")
-	assert.Equal(t, sqlstateOwnTable, coord.AsFailure(run.Excluded[2]).SQLState, "%v", run.Excluded[2])
+	assert.Equal(t, sqlstateOwnTable, txntype.AsFailure(run.Excluded[2]).SQLState, "%v", run.Excluded[2])
 	assert.Nil(t, run.Excluded[3])
 	require.NoError(t, d.CommitPrepared(ctx, "default", gid))
 	assert.ElementsMatch(t, []string{"s1", "s4"}, committedIDs(t, admin, schema))

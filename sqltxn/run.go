@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/sqlpolicy"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Run executes one database's part of a global transaction in a single round trip: BEGIN, the
@@ -25,7 +25,7 @@ import (
 // statement fails unless the connection is still inside that transaction (and, with a statement
 // role, still runs as that role). A statement that ended the transaction therefore makes the
 // guard fail before the marker row or PREPARE can run outside it: whatever that statement did is
-// reported as a confinement breach (coord.ErrConfinementBreach) with the evidence, and the
+// reported as a confinement breach (txntype.ErrConfinementBreach) with the evidence, and the
 // connection is discarded. Every connection is reset (DISCARD ALL) before it goes back to the
 // pool, so no session state a client statement left behind reaches the next request: on success
 // the reset rides in the same round trip, right after PREPARE (or COMMIT), which ended the
@@ -40,7 +40,7 @@ import (
 // is a statement of its own, before it. RESET ALL cannot end a read-only mode, which the
 // coordinator's marker row cannot be written in: the guard refuses a statement that made the
 // transaction read-only (errReadOnly), alone and in a shared transaction alike.
-func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Statement, gid string, onePhase bool, afterWork func()) ([]coord.SQLResult, error) {
+func (d *Databases) Run(ctx context.Context, database string, stmts []txntype.Statement, gid string, onePhase bool, afterWork func()) ([]txntype.SQLResult, error) {
 	db, err := d.db(database)
 	if err != nil {
 		return nil, classify(database, err)
@@ -106,7 +106,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 		return results, nil
 	}
 	_ = br.Close()
-	if errors.Is(err, coord.ErrConfinementBreach) {
+	if errors.Is(err, txntype.ErrConfinementBreach) {
 		discard = true
 		d.logger.Error("a client statement left the coordinator's transaction; connection discarded",
 			"database", database, "gid", gid, "error", err)
@@ -117,7 +117,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []coord.Stat
 	if onePhase && !refused(err) {
 		// The COMMIT went out with the batch and no answer said no: it may have committed.
 		// Only the marker can tell (SettleOnePhase), never this error.
-		f.Err = fmt.Errorf("%w: %w", coord.ErrCommitUnknown, f.Err)
+		f.Err = fmt.Errorf("%w: %w", txntype.ErrCommitUnknown, f.Err)
 		f.Unavailable = false
 	}
 	return nil, f
@@ -287,8 +287,8 @@ func (d *Databases) terminate(ctx context.Context, pool interface {
 // statement, each other statement's result (rows when it returns any) and its guard, RESET ALL,
 // the last statement's guard (with a role; otherwise it is the marker insert's condition), the
 // marker and PREPARE (or COMMIT).
-func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, lead int, role bool, afterWork func()) ([]coord.SQLResult, error) {
-	results := make([]coord.SQLResult, len(stmts))
+func readResults(br pgx.BatchResults, database string, stmts []txntype.Statement, lead int, role bool, afterWork func()) ([]txntype.SQLResult, error) {
+	results := make([]txntype.SQLResult, len(stmts))
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
@@ -348,7 +348,7 @@ func readResults(br pgx.BatchResults, database string, stmts []coord.Statement, 
 // PREPARE or COMMIT: a trigger that writes the coordinator's tables is refused there as in a
 // statement (owntables.go). After a statement that ended the transaction, SET CONSTRAINTS only
 // warns, and the guard after RESET ALL reports the breach.
-func queueClient(b *pgx.Batch, stmts []coord.Statement, role string) {
+func queueClient(b *pgx.Batch, stmts []txntype.Statement, role string) {
 	for i, s := range stmts {
 		b.Queue(s.Statement, args(s.Args)...)
 		if i == len(stmts)-1 {
@@ -377,7 +377,7 @@ func guardError(i int, tag string, err error) error {
 	switch {
 	case isGuardFailure(err):
 		return fmt.Errorf("%w: statement %d (command tag %q) ended or left the transaction; "+
-			"what it did before that may be committed: %v", coord.ErrConfinementBreach, i, tag, err)
+			"what it did before that may be committed: %v", txntype.ErrConfinementBreach, i, tag, err)
 	// The server's answer stays in the chain: it refused, so nothing committed (refused).
 	case isReadOnlyGuard(err):
 		return fmt.Errorf("statement %d: %w (%w)", i, errReadOnly, err)
@@ -385,13 +385,13 @@ func guardError(i int, tag string, err error) error {
 	return fmt.Errorf("after statement %d: %w", i, err)
 }
 
-func readOne(br pgx.BatchResults, database string) (coord.SQLResult, string, error) {
+func readOne(br pgx.BatchResults, database string) (txntype.SQLResult, string, error) {
 	rows, err := br.Query()
 	if err != nil {
-		return coord.SQLResult{}, "", err
+		return txntype.SQLResult{}, "", err
 	}
 	defer rows.Close()
-	res := coord.SQLResult{Database: database}
+	res := txntype.SQLResult{Database: database}
 	fields := rows.FieldDescriptions()
 	if len(fields) > 0 {
 		res.Rows = []map[string]any{}
@@ -399,7 +399,7 @@ func readOne(br pgx.BatchResults, database string) (coord.SQLResult, string, err
 	for rows.Next() {
 		vals, err := rows.Values()
 		if err != nil {
-			return coord.SQLResult{}, "", err
+			return txntype.SQLResult{}, "", err
 		}
 		row := make(map[string]any, len(fields))
 		for j, f := range fields {
@@ -409,7 +409,7 @@ func readOne(br pgx.BatchResults, database string) (coord.SQLResult, string, err
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return coord.SQLResult{}, "", err
+		return txntype.SQLResult{}, "", err
 	}
 	tag := rows.CommandTag()
 	res.RowsAffected = tag.RowsAffected()
@@ -471,12 +471,12 @@ func (d *Databases) finishPrepared(ctx context.Context, database, gid string, co
 		if committed {
 			ended = "committed"
 		}
-		return classify(database, fmt.Errorf("%w: %s on %s was %s by someone else", coord.ErrHeuristic, gid, database, ended))
+		return classify(database, fmt.Errorf("%w: %s on %s was %s by someone else", txntype.ErrHeuristic, gid, database, ended))
 	}
 	return nil
 }
 
-// SettleOnePhase decides a one-phase transaction from its marker, for good (coord.SQL): the
+// SettleOnePhase decides a one-phase transaction from its marker, for good (txntype.SQL): the
 // marker row it committed means committed. Otherwise a fencing marker (aborted = true) is
 // inserted under the same key, so the transaction's own marker insert, should its batch still
 // run, fails with a unique violation and its COMMIT cannot happen. A transaction that inserted

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/internal/pgtest"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // testDatabases opens the participant on a fresh schema of the real PostgreSQL (DATABASE_URL),
@@ -46,10 +46,10 @@ func preparedCleanSchema(t testing.TB) (string, string, *pgx.Conn) {
 	return schema, dsn, admin
 }
 
-func stmts(sqls ...string) []coord.Statement {
-	out := make([]coord.Statement, len(sqls))
+func stmts(sqls ...string) []txntype.Statement {
+	out := make([]txntype.Statement, len(sqls))
 	for i, s := range sqls {
-		out[i] = coord.Statement{Database: "default", Statement: s}
+		out[i] = txntype.Statement{Database: "default", Statement: s}
 	}
 	return out
 }
@@ -82,11 +82,11 @@ func TestRunGuardCatchesLeftTransaction(t *testing.T) {
 			middle := stmts("INSERT INTO orders VALUES ('a')", tt.stmt, "INSERT INTO orders VALUES ('b')")
 			last := stmts("INSERT INTO orders VALUES ('a')", tt.stmt)
 			for _, run := range []struct {
-				stmts    []coord.Statement
+				stmts    []txntype.Statement
 				onePhase bool
 			}{{middle, false}, {middle, true}, {last, false}, {last, true}} {
 				_, err := d.Run(ctx, "default", run.stmts, gid, run.onePhase, nil)
-				require.ErrorIs(t, err, coord.ErrConfinementBreach)
+				require.ErrorIs(t, err, txntype.ErrConfinementBreach)
 				assert.Contains(t, err.Error(), "statement 1")
 				var markers, prepared, b int
 				require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM "+schema+".coordinator_markers").Scan(&markers))
@@ -123,14 +123,14 @@ func TestRunAsStatementRole(t *testing.T) {
 	// Shared: every member runs as the role, a member's failure leaves it out, and the shared
 	// marker is written with the login's role.
 	gid := schema + "_+s@default"
-	run := d.RunShared(ctx, "default", [][]coord.Statement{
+	run := d.RunShared(ctx, "default", [][]txntype.Statement{
 		stmts("INSERT INTO orders VALUES ('s1') RETURNING current_user AS who"),
 		stmts("DELETE FROM coordinator_markers"),
 		stmts("INSERT INTO orders VALUES ('s2') RETURNING current_user AS who"),
 	}, gid, nil)
 	require.NoError(t, run.Err)
 	assert.Equal(t, role, run.Results[0][0].Rows[0]["who"])
-	assert.Equal(t, "42501", coord.AsFailure(run.Excluded[1]).SQLState)
+	assert.Equal(t, "42501", txntype.AsFailure(run.Excluded[1]).SQLState)
 	assert.Equal(t, role, run.Results[2][0].Rows[0]["who"], "the role is set again after a member left out")
 	require.NoError(t, d.CommitPrepared(ctx, "default", gid))
 
@@ -227,13 +227,13 @@ func TestRunClientReadOnlyRefused(t *testing.T) {
 			_, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('"+id+"')", ro), schema+"_"+id+"@default", onePhase, nil)
 			require.ErrorIs(t, err, errReadOnly, "%s, one phase: %t", ro, onePhase)
 			assert.Contains(t, err.Error(), "statement 1")
-			assert.Equal(t, coord.ClassAbortable, coord.AsFailure(err).Class)
-			assert.NotErrorIs(t, err, coord.ErrConfinementBreach)
-			assert.NotErrorIs(t, err, coord.ErrCommitUnknown, "the server refused: a one-phase COMMIT did not happen")
+			assert.Equal(t, txntype.ClassAbortable, txntype.AsFailure(err).Class)
+			assert.NotErrorIs(t, err, txntype.ErrConfinementBreach)
+			assert.NotErrorIs(t, err, txntype.ErrCommitUnknown, "the server refused: a one-phase COMMIT did not happen")
 		}
 	}
 	gid := schema + "_+ro@default"
-	run := d.RunShared(ctx, "default", [][]coord.Statement{
+	run := d.RunShared(ctx, "default", [][]txntype.Statement{
 		stmts("INSERT INTO orders VALUES ('s1')", "SELECT pg_catalog.set_config('transaction_read_only', 'on', true)"),
 		stmts("INSERT INTO orders VALUES ('s2')"),
 	}, gid, nil)

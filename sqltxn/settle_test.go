@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/internal/pgtest"
 	"github.com/kpgtx/coordinator/sqltxn"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // openSchema opens the participant on a schema of its own on DATABASE_URL.
@@ -31,7 +31,7 @@ func TestSettleOnePhase(t *testing.T) {
 	t.Parallel()
 	d, dsn := openSchema(t)
 	ctx := context.Background()
-	stmt := []coord.Statement{{Database: "default", Statement: "SELECT 1"}}
+	stmt := []txntype.Statement{{Database: "default", Statement: "SELECT 1"}}
 
 	// Committed by the one-phase path: evidence of a commit.
 	_, err := d.Run(ctx, "default", stmt, "p_a@default", true, nil)
@@ -46,7 +46,7 @@ func TestSettleOnePhase(t *testing.T) {
 	assert.False(t, committed)
 	_, err = d.Run(ctx, "default", stmt, "p_b@default", true, nil)
 	require.Error(t, err, "a late COMMIT meets the fence")
-	assert.NotErrorIs(t, err, coord.ErrCommitUnknown, "the server said no: a definite abort")
+	assert.NotErrorIs(t, err, txntype.ErrCommitUnknown, "the server said no: a definite abort")
 	committed, err = d.SettleOnePhase(ctx, "default", "p_b@default")
 	require.NoError(t, err)
 	assert.False(t, committed)

@@ -6,8 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // memberSavepoint is the savepoint around one request's statements in a shared transaction.
@@ -28,11 +27,11 @@ const memberSavepoint = "kpgtx_member"
 // (removing all of its work, and nothing else), the request is reported excluded, and the
 // requests after it are sent again in the next round trip. A guard that finds the connection
 // outside the transaction is a confinement breach: what the requests before it did may be
-// committed (each is reported with coord.ErrConfinementBreach), the requests after it never
+// committed (each is reported with txntype.ErrConfinementBreach), the requests after it never
 // ran, and the connection is discarded. Any failure of the transaction itself (its marker, its
 // PREPARE, the connection) is SharedRun.Err, and the session is rolled back as in Run.
-func (d *Databases) RunShared(ctx context.Context, database string, members [][]coord.Statement, gid string, afterWork func()) coord.SharedRun {
-	out := coord.SharedRun{Results: make([][]coord.SQLResult, len(members)), Excluded: make([]error, len(members))}
+func (d *Databases) RunShared(ctx context.Context, database string, members [][]txntype.Statement, gid string, afterWork func()) txntype.SharedRun {
+	out := txntype.SharedRun{Results: make([][]txntype.SQLResult, len(members)), Excluded: make([]error, len(members))}
 	db, err := d.db(database)
 	if err != nil {
 		out.Err = classify(database, err)
@@ -62,7 +61,7 @@ func (d *Databases) RunShared(ctx context.Context, database string, members [][]
 			resetDone = d.readReset(br, database)
 			discard = !resetDone
 			return out
-		case failed >= 0 && !errors.Is(err, coord.ErrConfinementBreach):
+		case failed >= 0 && !errors.Is(err, txntype.ErrConfinementBreach):
 			// One request's statement failed: undo it alone and go on with the rest.
 			_ = br.Close()
 			out.Excluded[failed] = classify(database, err)
@@ -76,7 +75,7 @@ func (d *Databases) RunShared(ctx context.Context, database string, members [][]
 		default:
 			_ = br.Close()
 		}
-		if errors.Is(err, coord.ErrConfinementBreach) {
+		if errors.Is(err, txntype.ErrConfinementBreach) {
 			discard = true
 			d.logger.Error("a client statement left the coordinator's shared transaction; connection discarded",
 				"database", database, "gid", gid, "error", err)
@@ -84,7 +83,7 @@ func (d *Databases) RunShared(ctx context.Context, database string, members [][]
 		d2, gone := d.endFailed(ctx, conn, db, database)
 		discard = d2 || discard
 		if !gone {
-			err = fmt.Errorf("%w: %w", coord.ErrPrepareMayLand, err)
+			err = fmt.Errorf("%w: %w", txntype.ErrPrepareMayLand, err)
 		}
 		out.Err = classify(database, err)
 		return out
@@ -96,10 +95,10 @@ type sharedRound struct {
 	d        *Databases
 	db       *database
 	database string
-	members  [][]coord.Statement
+	members  [][]txntype.Statement
 	gid      string
 	next     int
-	out      *coord.SharedRun
+	out      *txntype.SharedRun
 }
 
 func (s *sharedRound) enter(b *pgx.Batch) { queueAs(b, enterStmts, s.d.role) }
@@ -156,7 +155,7 @@ func (s *sharedRound) read(br pgx.BatchResults, first bool, afterWork func()) (f
 			return -1, fmt.Errorf("savepoint of member %d: %w", i, err)
 		}
 		stmts := s.members[i]
-		res := make([]coord.SQLResult, len(stmts))
+		res := make([]txntype.SQLResult, len(stmts))
 		lastTag := ""
 		for j := range stmts {
 			r, tag, err := readOne(br, s.database)
@@ -196,7 +195,7 @@ func (s *sharedRound) read(br pgx.BatchResults, first bool, afterWork func()) (f
 
 // failed is member i's failure err, recorded as a breach when it is one.
 func (s *sharedRound) failed(i int, err error) error {
-	if errors.Is(err, coord.ErrConfinementBreach) {
+	if errors.Is(err, txntype.ErrConfinementBreach) {
 		return s.breach(i, err)
 	}
 	return err

@@ -6,10 +6,9 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // committedIDs lists the ids in the test schema's orders table.
@@ -37,7 +36,7 @@ func TestRunSharedLeavesOutAFailingMember(t *testing.T) {
 	ctx := context.Background()
 	before := backendPID(t, d)
 	gid := schema + "_+s1@default"
-	run := d.RunShared(ctx, "default", [][]coord.Statement{
+	run := d.RunShared(ctx, "default", [][]txntype.Statement{
 		stmts("INSERT INTO orders VALUES ('a')"),
 		stmts("INSERT INTO orders VALUES ('b')", "INSERT INTO orders VALUES ('a')"), // duplicate: fails
 		stmts("INSERT INTO orders VALUES ('c')", "SELECT count(*) AS n FROM orders"),
@@ -46,7 +45,7 @@ func TestRunSharedLeavesOutAFailingMember(t *testing.T) {
 	require.NoError(t, run.Err)
 	assert.Nil(t, run.Excluded[0])
 	require.Error(t, run.Excluded[1])
-	assert.Equal(t, "23505", coord.AsFailure(run.Excluded[1]).SQLState, "the member's own error: %v", run.Excluded[1])
+	assert.Equal(t, "23505", txntype.AsFailure(run.Excluded[1]).SQLState, "the member's own error: %v", run.Excluded[1])
 	assert.Nil(t, run.Excluded[2])
 	assert.Nil(t, run.Excluded[3])
 	require.Len(t, run.Results[2], 2)
@@ -69,7 +68,7 @@ func TestRunSharedSettingsDoNotCrossMembers(t *testing.T) {
 	var path string
 	require.NoError(t, admin.QueryRow(ctx, "SELECT current_setting('search_path')").Scan(&path))
 	gid := schema + "_+s2@default"
-	run := d.RunShared(ctx, "default", [][]coord.Statement{
+	run := d.RunShared(ctx, "default", [][]txntype.Statement{
 		stmts("SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)",
 			"SELECT pg_catalog.set_config('statement_timeout', '1', true)",
 			"SELECT pg_catalog.set_config('application_name', 'member-0', false)"),
@@ -91,17 +90,17 @@ func TestRunSharedBreach(t *testing.T) {
 	d, admin, schema := testDatabases(t, Options{})
 	ctx := context.Background()
 	gid := schema + "_+s3@default"
-	run := d.RunShared(ctx, "default", [][]coord.Statement{
+	run := d.RunShared(ctx, "default", [][]txntype.Statement{
 		stmts("INSERT INTO orders VALUES ('a')"),
 		stmts("INSERT INTO orders VALUES ('a')"), // fails: left out before the breach
 		stmts("INSERT INTO orders VALUES ('b')", "COMMIT"),
 		stmts("INSERT INTO orders VALUES ('c')"),
 	}, gid, nil)
-	require.ErrorIs(t, run.Err, coord.ErrConfinementBreach)
-	assert.ErrorIs(t, run.Excluded[0], coord.ErrConfinementBreach)
+	require.ErrorIs(t, run.Err, txntype.ErrConfinementBreach)
+	assert.ErrorIs(t, run.Excluded[0], txntype.ErrConfinementBreach)
 	require.Error(t, run.Excluded[1])
-	assert.NotErrorIs(t, run.Excluded[1], coord.ErrConfinementBreach, "its work was rolled back before the breach")
-	assert.ErrorIs(t, run.Excluded[2], coord.ErrConfinementBreach)
+	assert.NotErrorIs(t, run.Excluded[1], txntype.ErrConfinementBreach, "its work was rolled back before the breach")
+	assert.ErrorIs(t, run.Excluded[2], txntype.ErrConfinementBreach)
 	assert.NoError(t, run.Excluded[3], "never ran")
 	assert.Zero(t, preparedGIDs(t, admin, gid))
 	assert.Equal(t, []string{"a", "b"}, committedIDs(t, admin, schema), "the evidence: what the COMMIT committed")
@@ -114,12 +113,12 @@ func TestRunSharedPrepareFails(t *testing.T) {
 	d, admin, schema := testDatabases(t, Options{})
 	ctx := context.Background()
 	gid := schema + "_+s4@default"
-	run := d.RunShared(ctx, "default", [][]coord.Statement{
+	run := d.RunShared(ctx, "default", [][]txntype.Statement{
 		stmts("INSERT INTO orders VALUES ('a')"),
 		stmts("SELECT pg_notify('kpgtx_test', 'x')"),
 	}, gid, nil)
 	require.Error(t, run.Err)
-	assert.NotErrorIs(t, run.Err, coord.ErrConfinementBreach)
+	assert.NotErrorIs(t, run.Err, txntype.ErrConfinementBreach)
 	assert.Zero(t, preparedGIDs(t, admin, gid))
 	assert.Empty(t, committedIDs(t, admin, schema))
 	_, err := d.Run(ctx, "default", stmts("INSERT INTO orders VALUES ('z')"), schema+"_z@default", true, nil)
@@ -151,7 +150,7 @@ END$$`)
 	assert.Equal(t, "23503", sqlstate(err))
 
 	gid := schema + "_+c1@default"
-	run := d.RunShared(ctx, "default", [][]coord.Statement{
+	run := d.RunShared(ctx, "default", [][]txntype.Statement{
 		stmts("SELECT defer_all()"),
 		orphanFirst,
 		stmts("INSERT INTO orders VALUES ('kept')"),
@@ -159,18 +158,18 @@ END$$`)
 	require.NoError(t, run.Err)
 	assert.Nil(t, run.Excluded[0])
 	require.Error(t, run.Excluded[1], "the neighbour's deferral did not reach it")
-	assert.Equal(t, "23503", coord.AsFailure(run.Excluded[1]).SQLState)
+	assert.Equal(t, "23503", txntype.AsFailure(run.Excluded[1]).SQLState)
 	assert.Nil(t, run.Excluded[2])
 	require.NoError(t, d.CommitPrepared(ctx, "default", gid))
 
 	gid = schema + "_+c2@default"
-	run = d.RunShared(ctx, "default", [][]coord.Statement{
+	run = d.RunShared(ctx, "default", [][]txntype.Statement{
 		stmts("INSERT INTO later_child VALUES ('l', 7)"), // its own deferred constraint fails
 		stmts("INSERT INTO orders VALUES ('kept2')"),
 	}, gid, nil)
 	require.NoError(t, run.Err, "no member's deferred constraint is left for PREPARE")
 	require.Error(t, run.Excluded[0], "its deferred constraint fails at its own end")
-	assert.Equal(t, "23503", coord.AsFailure(run.Excluded[0]).SQLState)
+	assert.Equal(t, "23503", txntype.AsFailure(run.Excluded[0]).SQLState)
 	assert.Nil(t, run.Excluded[1])
 	require.NoError(t, d.CommitPrepared(ctx, "default", gid))
 	assert.Equal(t, []string{"kept", "kept2"}, committedIDs(t, admin, schema))
@@ -185,7 +184,7 @@ func TestRunSharedManyMembers(t *testing.T) {
 	ctx := context.Background()
 	const n = 64
 	fails := map[int]bool{0: true, 5: true, 6: true, 31: true, n - 1: true}
-	members := make([][]coord.Statement, n)
+	members := make([][]txntype.Statement, n)
 	var want []string
 	for i := range n {
 		id := fmt.Sprintf("m%02d", i)
@@ -206,7 +205,7 @@ func TestRunSharedManyMembers(t *testing.T) {
 	for i := range n {
 		if fails[i] {
 			require.Error(t, run.Excluded[i], "member %d", i)
-			assert.Equal(t, "22012", coord.AsFailure(run.Excluded[i]).SQLState, "member %d: its own error", i)
+			assert.Equal(t, "22012", txntype.AsFailure(run.Excluded[i]).SQLState, "member %d: its own error", i)
 			continue
 		}
 		require.NoError(t, run.Excluded[i], "member %d", i)

@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // node is one coordinator process of a black-box test.
@@ -237,7 +236,7 @@ func (n *node) postAll(prefix string, kinds []string) map[string]sent {
 // the API reports the same outcome.
 func TestFaultPoints(t *testing.T) {
 	t.Parallel()
-	for _, point := range coord.FaultPoints {
+	for _, point := range txntype.FaultPoints {
 		t.Run(string(point), func(t *testing.T) {
 			t.Parallel()
 			e := newStore(t, envOpts{})
@@ -249,7 +248,7 @@ func TestFaultPoints(t *testing.T) {
 			e.waitResolved(t, 60*time.Second)
 			c, a := e.verify(t, n2.base, reqs)
 			t.Logf("%s: %d committed, %d aborted", point, c, a)
-			if point == coord.FaultDecidedBeforePhase2 {
+			if point == txntype.FaultDecidedBeforePhase2 {
 				// D1: answered 200 at the decision, killed before phase 2: still committed on
 				// both sides (verify: a 200 never ends aborted).
 				answered := 0
@@ -270,7 +269,7 @@ func TestFaultPoints(t *testing.T) {
 // EndTxn on those ids), and every request is consistent on both sides with a true answer.
 func TestSharedBatchKilled(t *testing.T) {
 	t.Parallel()
-	for _, point := range coord.SharedFaultPoints {
+	for _, point := range txntype.SharedFaultPoints {
 		t.Run(string(point), func(t *testing.T) {
 			t.Parallel()
 			e := newStore(t, envOpts{})
@@ -293,7 +292,7 @@ func TestSharedBatchKilled(t *testing.T) {
 			shared := e.sharedRows(t)
 			sharedSQL := 0
 			for _, g := range e.preparedLeft() {
-				if coord.IsSharedGID(e.prefix, g) {
+				if txntype.IsSharedGID(e.prefix, g) {
 					sharedSQL++
 				}
 			}
@@ -303,7 +302,7 @@ func TestSharedBatchKilled(t *testing.T) {
 			t.Logf("%s: %d committed, %d aborted; %d rows logged with Kafka ids shared with another, %d shared SQL transactions left prepared",
 				point, c, a, shared, sharedSQL)
 			switch point {
-			case coord.FaultSharedAfterSQLPrepare, coord.FaultSharedAfterKafkaFlush:
+			case txntype.FaultSharedAfterSQLPrepare, txntype.FaultSharedAfterKafkaFlush:
 				// Before its prepared write a batch logs no ids; its shared SQL transaction is
 				// prepared, named by no row: the startup pass tombstones it and rolls it back.
 				assert.Positive(t, sharedSQL, "the kill did not land in a shared SQL transaction")

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // offsetsCrashBody is a request that commits offset n+1 of partition 0 of input for a group of
@@ -36,8 +35,8 @@ func TestOffsetsFaultPoints(t *testing.T) {
 	if useKfake() {
 		t.Skip("needs the real broker's group coordinator (KAFKA_BROKERS)")
 	}
-	for _, point := range coord.FaultPoints {
-		if point == coord.FaultDecidedBeforePhase2 {
+	for _, point := range txntype.FaultPoints {
+		if point == txntype.FaultDecidedBeforePhase2 {
 			continue // reached only by a request answered at its decision (TestFaultPoints)
 		}
 		t.Run(string(point), func(t *testing.T) {

@@ -1,6 +1,6 @@
 package test
 
-// Records as Kafka carries them (coord/record.go, P1 and P2), end to end against the broker: what a
+// Records as Kafka carries them (txntype/record.go, P1 and P2), end to end against the broker: what a
 // read_committed consumer reads back must be exactly what was sent.
 
 import (

@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/recovery"
 	"github.com/kpgtx/coordinator/service"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // BenchmarkRecovery measures one recovery pass over 10,000 in-doubt transactions, each left
@@ -147,16 +147,16 @@ func prepareMates(ctx context.Context, e *env, pool *pgxpool.Pool, first, k int)
 		return err
 	}
 	// A shared gid as coord names one (sharedsql.go): <prefix>_+<instance>+<hex>@<database>.
-	sqlGID := fmt.Sprintf("%s_+%s+%016x@%s", e.cfg.GIDPrefix, e.cfg.Instance, first, coord.DefaultDatabase)
-	ts := make([]*coord.Transaction, k)
-	shared := coord.SharedGID{Database: coord.DefaultDatabase, GID: sqlGID}
+	sqlGID := fmt.Sprintf("%s_+%s+%016x@%s", e.cfg.GIDPrefix, e.cfg.Instance, first, txntype.DefaultDatabase)
+	ts := make([]*txntype.Transaction, k)
+	shared := txntype.SharedGID{Database: txntype.DefaultDatabase, GID: sqlGID}
 	work := "BEGIN;\n"
 	for j := range ts {
 		id := fmt.Sprintf("rb%05d", first+j)
 		gid := e.svc.Coord.GID(id)
-		ts[j] = &coord.Transaction{ID: id, GID: gid, Instance: e.cfg.Instance, State: coord.StateActive,
+		ts[j] = &txntype.Transaction{ID: id, GID: gid, Instance: e.cfg.Instance, State: txntype.StateActive,
 			Owner: fence.Instance, OwnerEpoch: fence.Epoch, Digest: []byte(id),
-			SQLGIDs: []coord.SQLGID{{Database: coord.DefaultDatabase, GID: sqlGID}}}
+			SQLGIDs: []txntype.SQLGID{{Database: txntype.DefaultDatabase, GID: sqlGID}}}
 		if _, _, err := e.svc.Log.Begin(ctx, ts[j]); err != nil {
 			return err
 		}
@@ -172,22 +172,22 @@ func prepareMates(ctx context.Context, e *env, pool *pgxpool.Pool, first, k int)
 		return err
 	}
 	for j, t := range ts {
-		t.Kafka = &coord.KafkaState{KafkaIDs: ks.KafkaIDs, PreparedState: ks.PreparedState,
+		t.Kafka = &txntype.KafkaState{KafkaIDs: ks.KafkaIDs, PreparedState: ks.PreparedState,
 			Records: ks.Records[j : j+1]}
 	}
-	return e.svc.Log.PreparedBatch(ctx, ts, []coord.SharedGID{shared})
+	return e.svc.Log.PreparedBatch(ctx, ts, []txntype.SharedGID{shared})
 }
 
 func prepareOne(ctx context.Context, e *env, pool *pgxpool.Pool, id string) error {
 	gid := e.svc.Coord.GID(id)
-	sqlGID := coord.SQLGIDFor(gid, coord.DefaultDatabase)
+	sqlGID := txntype.SQLGIDFor(gid, txntype.DefaultDatabase)
 	fence, err := e.svc.Ownership.Fence()
 	if err != nil {
 		return err
 	}
-	t := &coord.Transaction{ID: id, GID: gid, Instance: e.cfg.Instance, State: coord.StateActive,
+	t := &txntype.Transaction{ID: id, GID: gid, Instance: e.cfg.Instance, State: txntype.StateActive,
 		Owner: fence.Instance, OwnerEpoch: fence.Epoch,
-		Digest: []byte(id), SQLGIDs: []coord.SQLGID{{Database: coord.DefaultDatabase, GID: sqlGID}}}
+		Digest: []byte(id), SQLGIDs: []txntype.SQLGID{{Database: txntype.DefaultDatabase, GID: sqlGID}}}
 	if _, _, err := e.svc.Log.Begin(ctx, t); err != nil {
 		return err
 	}
@@ -209,12 +209,12 @@ PREPARE TRANSACTION '%s'`, id, sqlGID, sqlGID)); err != nil {
 // a kgo client sends no EndTxn (it only drops its connections), so the broker keeps the
 // transaction open until its timeout; the benchmark's check that every row ends committed
 // (EndTxn(commit) by the stored ids succeeded) relies on it.
-func openDeadTxn(ctx context.Context, e *env, txnID string) (*coord.KafkaState, error) {
+func openDeadTxn(ctx context.Context, e *env, txnID string) (*txntype.KafkaState, error) {
 	return openDeadTxnWith(ctx, e, txnID, 1)
 }
 
 // openDeadTxnWith is openDeadTxn with n records, one per member of a batch.
-func openDeadTxnWith(ctx context.Context, e *env, txnID string, n int) (*coord.KafkaState, error) {
+func openDeadTxnWith(ctx context.Context, e *env, txnID string, n int) (*txntype.KafkaState, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.TransactionalID(txnID),
 		kgo.TransactionTimeout(e.cfg.KafkaTxnTimeout))
 	if err != nil {
@@ -236,9 +236,9 @@ func openDeadTxnWith(ctx context.Context, e *env, txnID string, n int) (*coord.K
 	if err != nil {
 		return nil, err
 	}
-	k := &coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: txnID, ProducerID: pid, ProducerEpoch: epoch}}
+	k := &txntype.KafkaState{KafkaIDs: txntype.KafkaIDs{TransactionalID: txnID, ProducerID: pid, ProducerEpoch: epoch}}
 	for _, r := range res {
-		k.Records = append(k.Records, coord.RecordOffset{Topic: r.Record.Topic, Partition: r.Record.Partition, Offset: r.Record.Offset})
+		k.Records = append(k.Records, txntype.RecordOffset{Topic: r.Record.Topic, Partition: r.Record.Partition, Offset: r.Record.Offset})
 	}
 	k.PreparedState = k.KafkaIDs.PreparedState()
 	return k, nil

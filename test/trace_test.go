@@ -26,6 +26,7 @@ import (
 	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/recovery"
 	"github.com/kpgtx/coordinator/service"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // tracedEnv is an env whose service traces into an in-memory exporter.
@@ -163,7 +164,7 @@ func TestTraceCommittedRequest(t *testing.T) {
 		assert.Equal(t, parent, byID[s.Parent.SpanID()], "parent of %s", name)
 		assert.NotEqual(t, codes.Error, s.Status.Code, name)
 	}
-	assert.Equal(t, coord.DefaultDatabase, spanAttrs(only(t, spans, coord.SpanSQL))[coord.AttrDatabase].AsString())
+	assert.Equal(t, txntype.DefaultDatabase, spanAttrs(only(t, spans, coord.SpanSQL))[coord.AttrDatabase].AsString())
 	kafka := only(t, spans, coord.SpanKafka)
 	ka := spanAttrs(kafka)
 	assert.Contains(t, ka[coord.AttrTransactionalID].AsString(), e.prefix)
@@ -218,7 +219,7 @@ func TestTraceAbortedRequest(t *testing.T) {
 		s := only(t, spans, name)
 		assert.Equal(t, codes.Error, s.Status.Code, name)
 		a := spanAttrs(s)
-		assert.Equal(t, string(coord.ClassAbortable), a[coord.AttrErrorType].AsString(), name)
+		assert.Equal(t, string(txntype.ClassAbortable), a[coord.AttrErrorType].AsString(), name)
 		assert.Equal(t, "23505", a[coord.AttrSQLState].AsString(), name)
 		assert.Empty(t, s.Events, "%s: no error message (it quotes the key's value)", name)
 	}
@@ -269,7 +270,7 @@ func TestTraceRecoveryPass(t *testing.T) {
 	}, time.Minute, 20*time.Millisecond, "recovery resolves %s in a traced pass", gid)
 	got, err := e.svc.Log.Get(ctx, "tr-3")
 	require.NoError(t, err)
-	assert.Equal(t, coord.StateCommitted, got.State)
+	assert.Equal(t, txntype.StateCommitted, got.State)
 
 	ra := spanAttrs(resolve)
 	assert.Equal(t, "committed", ra[recovery.AttrOutcome].AsString())

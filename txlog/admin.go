@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // The operator's side of the log: the in-doubt rows with their recovery bookkeeping, listings
@@ -17,7 +16,7 @@ import (
 
 // Row is a log row with its recovery bookkeeping.
 type Row struct {
-	*coord.Transaction
+	*txntype.Transaction
 	Attempts      int
 	LastError     string
 	NextAttemptAt time.Time
@@ -33,8 +32,8 @@ func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.ext
 
 // inDoubtStates are the states an operator may have to look at: not final, or heuristic.
 var inDoubtStates = []string{
-	string(coord.StateActive), string(coord.StateAborting), string(coord.StatePrepared), string(coord.StateCommitting),
-	string(coord.StateHeuristic), string(coord.StateHeuristicMixed),
+	string(txntype.StateActive), string(txntype.StateAborting), string(txntype.StatePrepared), string(txntype.StateCommitting),
+	string(txntype.StateHeuristic), string(txntype.StateHeuristicMixed),
 }
 
 // InDoubt returns every row that is not final or ended heuristic, with its attempts, last error
@@ -67,7 +66,7 @@ FROM coordinator_transactions WHERE state = ANY($1) ORDER BY created_at, gid`, i
 }
 
 // GetGID returns the transaction with the global id.
-func (l *Log) GetGID(ctx context.Context, gid string) (*coord.Transaction, error) {
+func (l *Log) GetGID(ctx context.Context, gid string) (*txntype.Transaction, error) {
 	return l.getBy(ctx, "gid", gid)
 }
 
@@ -87,12 +86,12 @@ type AdminAction struct {
 	Result string `json:"result"`
 	Error  string `json:"error,omitempty"`
 	// Outcome is the operator's decision (resolve).
-	Outcome coord.State `json:"outcome,omitempty"`
+	Outcome txntype.State `json:"outcome,omitempty"`
 	// Finished lists SQL gids the action committed or rolled back (resolve).
-	Finished []coord.SQLGID `json:"finished,omitempty"`
+	Finished []txntype.SQLGID `json:"finished,omitempty"`
 	// Previous is the state before the action, and PreviousError its error (the evidence).
-	Previous      coord.State `json:"previous,omitempty"`
-	PreviousError string      `json:"previous_error,omitempty"`
+	Previous      txntype.State `json:"previous,omitempty"`
+	PreviousError string        `json:"previous_error,omitempty"`
 }
 
 // AdminEvent appends an operator action to the transaction's event history, with the row's
@@ -108,7 +107,7 @@ SELECT gid, state, $2 FROM coordinator_transactions WHERE gid = $1`, gid, detail
 		return fmt.Errorf("txlog: admin event of %s: %w", gid, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%w: %q", coord.ErrNotFound, gid)
+		return fmt.Errorf("%w: %q", txntype.ErrNotFound, gid)
 	}
 	return nil
 }
@@ -119,13 +118,13 @@ SELECT gid, state, $2 FROM coordinator_transactions WHERE gid = $1`, gid, detail
 // row first, Claim): a row someone else resolved or claimed meanwhile is not overwritten
 // (ErrStateChanged). A committed decision clears the row's error; an aborted one
 // says who aborted it and why. The heuristic evidence stays in the events.
-func (l *Log) Decide(ctx context.Context, t *coord.Transaction, to coord.State, a AdminAction) error {
-	if !t.State.Final() || t.State == coord.StateCommitted || t.State == coord.StateAborted {
+func (l *Log) Decide(ctx context.Context, t *txntype.Transaction, to txntype.State, a AdminAction) error {
+	if !t.State.Final() || t.State == txntype.StateCommitted || t.State == txntype.StateAborted {
 		return fmt.Errorf("txlog: decide %s: %s is not a heuristic state", t.GID, t.State)
 	}
 	var ep, ec, em *string
-	if to == coord.StateAborted {
-		p, c := coord.ParticipantCoordinator, string(coord.ClassAbortable)
+	if to == txntype.StateAborted {
+		p, c := txntype.ParticipantCoordinator, string(txntype.ClassAbortable)
 		m := fmt.Sprintf("resolved as aborted by operator %s: %s", a.By, a.Reason)
 		ep, ec, em = &p, &c, &m
 	}
@@ -161,7 +160,7 @@ SELECT updated_at, finished_at FROM upd`,
 	t.State, t.UpdatedAt, t.FinishedAt = to, updated, finished
 	t.Error = nil
 	if em != nil {
-		t.Error = &coord.ErrorDetail{Participant: *ep, Class: coord.Class(*ec), Message: *em}
+		t.Error = &txntype.ErrorDetail{Participant: *ep, Class: txntype.Class(*ec), Message: *em}
 	}
 	return nil
 }

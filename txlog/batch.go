@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // PreparedBatch logs every member of a shared Kafka transaction prepared with the batch's ids,
@@ -18,13 +17,13 @@ import (
 // All or nothing: every row must still be active and owned by its writer at the epoch it
 // started with, and that epoch must still be its instance's (fencing, as update). If any row
 // fails a condition the transaction is rolled back, nothing changes, and the error matches
-// coord.ErrMovedOn: then no member is prepared and the batch's Kafka transaction may be
+// txntype.ErrMovedOn: then no member is prepared and the batch's Kafka transaction may be
 // aborted. Any other error leaves the outcome unknown. On success each t is updated.
 //
 // shared are the PostgreSQL transactions that hold several members' work: each is registered
 // with its members in the same transaction (S2, coord/sharedsql.go). A registration or a
 // sweep's tombstone of the same gid already there refuses the whole write the same way.
-func (l *Log) PreparedBatch(ctx context.Context, ts []*coord.Transaction, shared []coord.SharedGID) error {
+func (l *Log) PreparedBatch(ctx context.Context, ts []*txntype.Transaction, shared []txntype.SharedGID) error {
 	if len(ts) == 0 {
 		return nil
 	}
@@ -92,7 +91,7 @@ func (l *Log) PreparedBatch(ctx context.Context, ts []*coord.Transaction, shared
 	}
 	for _, t := range ts {
 		st := stamps[t.GID]
-		t.State, t.UpdatedAt = coord.StatePrepared, st[0]
+		t.State, t.UpdatedAt = txntype.StatePrepared, st[0]
 		t.PreparedAt = &st[1]
 	}
 	return nil
@@ -105,7 +104,7 @@ func (l *Log) PreparedBatch(ctx context.Context, ts []*coord.Transaction, shared
 // updated); a row that moved on is left to its writer's own path. err != nil: the outcome of
 // every write is unknown. at stamps every row's updated_at and finished_at (zero: now()): the
 // time the members' answers said, which went before this write (coord/finals.go).
-func (l *Log) CommittedBatch(ctx context.Context, ts []*coord.Transaction, at time.Time) (done []bool, err error) {
+func (l *Log) CommittedBatch(ctx context.Context, ts []*txntype.Transaction, at time.Time) (done []bool, err error) {
 	done = make([]bool, len(ts))
 	if len(ts) == 0 {
 		return done, nil
@@ -124,7 +123,7 @@ func (l *Log) CommittedBatch(ctx context.Context, ts []*coord.Transaction, at ti
 		if stamps, err = readStamps(rows); err == nil {
 			for i, t := range ts {
 				if st, ok := stamps[t.GID]; ok {
-					t.State, t.UpdatedAt, t.FinishedAt = coord.StateCommitted, st[0], &st[1]
+					t.State, t.UpdatedAt, t.FinishedAt = txntype.StateCommitted, st[0], &st[1]
 					done[i] = true
 				}
 			}
@@ -139,7 +138,7 @@ func (l *Log) CommittedBatch(ctx context.Context, ts []*coord.Transaction, at ti
 // preparedBatchSQL moves the members of a shared Kafka transaction from active to prepared
 // ($1..$6 as batchUpdateSQL, $7..$10 the batch's Kafka ids), refusing itself unless every row
 // changed (PreparedBatch).
-var preparedBatchSQL = batchUpdateSQL(coord.StateActive, coord.StatePrepared,
+var preparedBatchSQL = batchUpdateSQL(txntype.StateActive, txntype.StatePrepared,
 	"$4::text[], $5::text[], $6::text[]", "recs, sql_gids, results", "now()", `
         transactional_id = $7, producer_id = $8, producer_epoch = $9, prepared_state = $10,
         kafka_records = x.recs::jsonb, sql_gids = x.sql_gids::jsonb, sql_results = x.results::jsonb,
@@ -147,7 +146,7 @@ var preparedBatchSQL = batchUpdateSQL(coord.StateActive, coord.StatePrepared,
 UNION ALL SELECT NULL, NULL, NULL WHERE ` + refuseUnless("(SELECT count(*) FROM upd) = cardinality($1::text[])") + ` IS NULL`
 
 // committedBatchSQL moves prepared rows to committed, stamped $4 (NULL: now()) (CommittedBatch).
-var committedBatchSQL = batchUpdateSQL(coord.StatePrepared, coord.StateCommitted, "", "",
+var committedBatchSQL = batchUpdateSQL(txntype.StatePrepared, txntype.StateCommitted, "", "",
 	"COALESCE($4::timestamptz, now())", "finished_at = COALESCE($4::timestamptz, now())", "finished_at")
 
 // batchUpdateSQL is one statement moving many rows from one state to another, each row its own
@@ -164,7 +163,7 @@ var committedBatchSQL = batchUpdateSQL(coord.StatePrepared, coord.StateCommitted
 // version that was ever active or prepared until a vacuum removes it; with a constant, a plan
 // made on statistics that saw few prepared rows scanned them all, and every batch write grew
 // with the rows written since the last vacuum (TestBatchUpdateReachesRowsByKey).
-func batchUpdateSQL(from, to coord.State, extraArrays, extraNames, updated, set, stamp string) string {
+func batchUpdateSQL(from, to txntype.State, extraArrays, extraNames, updated, set, stamp string) string {
 	if extraArrays != "" {
 		extraArrays, extraNames = ", "+extraArrays, ", "+extraNames
 	}

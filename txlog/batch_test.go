@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // PreparedBatch against PostgreSQL: every member prepared with the batch's ids and its own
@@ -23,24 +23,24 @@ func TestPreparedBatch(t *testing.T) {
 	require.NoError(t, err)
 	er, err := txlog.BumpEpoch(ctx, pool, "r")
 	require.NoError(t, err)
-	ids := coord.KafkaIDs{TransactionalID: "tx-1", ProducerID: 42, ProducerEpoch: 7}
+	ids := txntype.KafkaIDs{TransactionalID: "tx-1", ProducerID: 42, ProducerEpoch: 7}
 
-	begin := func(t *testing.T, prefix string, n int, epoch int64) []*coord.Transaction {
+	begin := func(t *testing.T, prefix string, n int, epoch int64) []*txntype.Transaction {
 		t.Helper()
-		ts := make([]*coord.Transaction, n)
+		ts := make([]*txntype.Transaction, n)
 		for i := range ts {
 			live, created, err := l.Begin(ctx, row(fmt.Sprintf("%s%d", prefix, i), epoch))
 			require.NoError(t, err)
 			require.True(t, created)
-			live.Kafka = &coord.KafkaState{KafkaIDs: ids, PreparedState: ids.PreparedState(),
-				Records: []coord.RecordOffset{{Topic: "t", Partition: 0, Offset: int64(100 + i)}}}
+			live.Kafka = &txntype.KafkaState{KafkaIDs: ids, PreparedState: ids.PreparedState(),
+				Records: []txntype.RecordOffset{{Topic: "t", Partition: 0, Offset: int64(100 + i)}}}
 			ts[i] = live
 		}
 		return ts
 	}
-	states := func(t *testing.T, ts []*coord.Transaction) []coord.State {
+	states := func(t *testing.T, ts []*txntype.Transaction) []txntype.State {
 		t.Helper()
-		var out []coord.State
+		var out []txntype.State
 		for _, tr := range ts {
 			got, err := l.Get(ctx, tr.ID)
 			require.NoError(t, err)
@@ -53,18 +53,18 @@ func TestPreparedBatch(t *testing.T) {
 		ts := begin(t, "all", 3, ea)
 		require.NoError(t, l.PreparedBatch(ctx, ts, nil))
 		for i, tr := range ts {
-			assert.Equal(t, coord.StatePrepared, tr.State)
+			assert.Equal(t, txntype.StatePrepared, tr.State)
 			require.NotNil(t, tr.PreparedAt)
 			got, err := l.Get(ctx, tr.ID)
 			require.NoError(t, err)
-			assert.Equal(t, coord.StatePrepared, got.State)
+			assert.Equal(t, txntype.StatePrepared, got.State)
 			require.NotNil(t, got.Kafka)
 			assert.Equal(t, ids, got.Kafka.KafkaIDs, "every member carries the batch's ids")
-			assert.Equal(t, []coord.RecordOffset{{Topic: "t", Partition: 0, Offset: int64(100 + i)}}, got.Kafka.Records,
+			assert.Equal(t, []txntype.RecordOffset{{Topic: "t", Partition: 0, Offset: int64(100 + i)}}, got.Kafka.Records,
 				"each member keeps its own offsets")
 			events, err := l.Events(ctx, tr.GID)
 			require.NoError(t, err)
-			assert.Equal(t, coord.StatePrepared, events[len(events)-1].State)
+			assert.Equal(t, txntype.StatePrepared, events[len(events)-1].State)
 		}
 		busy, err := l.TransactionalIDInDoubt(ctx, ids.TransactionalID)
 		require.NoError(t, err)
@@ -75,16 +75,16 @@ func TestPreparedBatch(t *testing.T) {
 		ts := begin(t, "done", 3, ea)
 		require.NoError(t, l.PreparedBatch(ctx, ts, nil))
 		resolver := *ts[2]
-		require.NoError(t, l.Claim(ctx, &resolver, coord.Fence{Instance: "r", Epoch: er}, coord.StatePrepared))
+		require.NoError(t, l.Claim(ctx, &resolver, txntype.Fence{Instance: "r", Epoch: er}, txntype.StatePrepared))
 		done, err := l.CommittedBatch(ctx, ts, time.Time{})
 		require.NoError(t, err)
 		assert.Equal(t, []bool{true, true, false}, done, "the claimed row is left to its resolver")
-		assert.Equal(t, []coord.State{coord.StateCommitted, coord.StateCommitted, coord.StatePrepared}, states(t, ts))
-		assert.Equal(t, coord.StateCommitted, ts[0].State)
+		assert.Equal(t, []txntype.State{txntype.StateCommitted, txntype.StateCommitted, txntype.StatePrepared}, states(t, ts))
+		assert.Equal(t, txntype.StateCommitted, ts[0].State)
 		require.NotNil(t, ts[0].FinishedAt)
 		events, err := l.Events(ctx, ts[0].GID)
 		require.NoError(t, err)
-		assert.Equal(t, coord.StateCommitted, events[len(events)-1].State)
+		assert.Equal(t, txntype.StateCommitted, events[len(events)-1].State)
 	})
 
 	// The stamp is the time the answers said, which went before the write (coord/finals.go):
@@ -101,7 +101,7 @@ func TestPreparedBatch(t *testing.T) {
 		for i, want := range []time.Time{at, at, single} {
 			got, err := l.Get(ctx, ts[i].ID)
 			require.NoError(t, err)
-			assert.Equal(t, coord.StateCommitted, got.State)
+			assert.Equal(t, txntype.StateCommitted, got.State)
 			assert.True(t, want.Equal(got.UpdatedAt), "updated_at %v, want %v", got.UpdatedAt, want)
 			require.NotNil(t, got.FinishedAt)
 			assert.True(t, want.Equal(*got.FinishedAt), "finished_at %v, want %v", *got.FinishedAt, want)
@@ -112,11 +112,11 @@ func TestPreparedBatch(t *testing.T) {
 	t.Run("one member claimed: nothing changes", func(t *testing.T) {
 		ts := begin(t, "claimed", 3, ea)
 		resolver := *ts[1]
-		require.NoError(t, l.Claim(ctx, &resolver, coord.Fence{Instance: "r", Epoch: er}, coord.StateAborting))
-		require.ErrorIs(t, l.PreparedBatch(ctx, ts, nil), coord.ErrMovedOn)
-		assert.Equal(t, []coord.State{coord.StateActive, coord.StateAborting, coord.StateActive}, states(t, ts))
+		require.NoError(t, l.Claim(ctx, &resolver, txntype.Fence{Instance: "r", Epoch: er}, txntype.StateAborting))
+		require.ErrorIs(t, l.PreparedBatch(ctx, ts, nil), txntype.ErrMovedOn)
+		assert.Equal(t, []txntype.State{txntype.StateActive, txntype.StateAborting, txntype.StateActive}, states(t, ts))
 		for _, tr := range ts {
-			assert.Equal(t, coord.StateActive, tr.State, "the caller's copies are unchanged")
+			assert.Equal(t, txntype.StateActive, tr.State, "the caller's copies are unchanged")
 		}
 	})
 
@@ -124,29 +124,29 @@ func TestPreparedBatch(t *testing.T) {
 		l2, pool2 := newLog(t)
 		e1, err := txlog.BumpEpoch(ctx, pool2, "a")
 		require.NoError(t, err)
-		ts := make([]*coord.Transaction, 2)
+		ts := make([]*txntype.Transaction, 2)
 		for i := range ts {
 			live, _, err := l2.Begin(ctx, row(fmt.Sprintf("fenced%d", i), e1))
 			require.NoError(t, err)
-			live.Kafka = &coord.KafkaState{KafkaIDs: ids}
+			live.Kafka = &txntype.KafkaState{KafkaIDs: ids}
 			ts[i] = live
 		}
 		_, err = txlog.BumpEpoch(ctx, pool2, "a")
 		require.NoError(t, err)
-		require.ErrorIs(t, l2.PreparedBatch(ctx, ts, nil), coord.ErrMovedOn)
+		require.ErrorIs(t, l2.PreparedBatch(ctx, ts, nil), txntype.ErrMovedOn)
 		for _, tr := range ts {
 			got, err := l2.Get(ctx, tr.ID)
 			require.NoError(t, err)
-			assert.Equal(t, coord.StateActive, got.State)
+			assert.Equal(t, txntype.StateActive, got.State)
 		}
 	})
 
 	t.Run("a member without the batch's ids is refused before writing", func(t *testing.T) {
 		ts := begin(t, "mixed", 2, ea)
-		ts[1].Kafka = &coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: "tx-2", ProducerID: 43}}
+		ts[1].Kafka = &txntype.KafkaState{KafkaIDs: txntype.KafkaIDs{TransactionalID: "tx-2", ProducerID: 43}}
 		err := l.PreparedBatch(ctx, ts, nil)
 		require.Error(t, err)
-		assert.NotErrorIs(t, err, coord.ErrMovedOn)
-		assert.Equal(t, []coord.State{coord.StateActive, coord.StateActive}, states(t, ts))
+		assert.NotErrorIs(t, err, txntype.ErrMovedOn)
+		assert.Equal(t, []txntype.State{txntype.StateActive, txntype.StateActive}, states(t, ts))
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // beginRow is what Begin inserts: one row of beginSQL.
@@ -91,11 +92,11 @@ SELECT ` + columns + ` FROM upd`
 const requestIDColumn = 0
 
 // Begin inserts the transaction as active, owned by t.Owner at t.OwnerEpoch, only while that
-// instance still holds that epoch (else coord.ErrNotOwner). An existing row with the same
+// instance still holds that epoch (else txntype.ErrNotOwner). An existing row with the same
 // request id is returned with created=false, except a row that ended aborted with a retriable
 // error and the same digest, which is reset and run again (resetSQL). Under group commit, the
 // Begins of one flush are one statement (mergeBegins).
-func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transaction, bool, error) {
+func (l *Log) Begin(ctx context.Context, t *txntype.Transaction) (*txntype.Transaction, bool, error) {
 	_, gidsJSON, _, err := marshal3(nil, t.SQLGIDs, nil)
 	if err != nil {
 		return nil, false, err
@@ -103,7 +104,7 @@ func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transacti
 	row := &beginRow{gid: t.GID, requestID: t.ID, instance: t.Instance, digest: t.Digest,
 		sqlGIDs: string(gidsJSON), epoch: t.OwnerEpoch, onePhase: t.OnePhase}
 	row.sealed, row.patient = coord.JoinedBegin(ctx)
-	var stored *coord.Transaction
+	var stored *txntype.Transaction
 	fresh := func(r pgx.Row) (err error) {
 		stored, err = freshRow(r, t)
 		return err
@@ -128,17 +129,17 @@ func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transacti
 		stored, err = l.Get(ctx, t.ID)
 		// A row that the insert met and that is gone now was removed by the retention in
 		// between (R1): the request is a new transaction, inserted once more.
-		if !errors.Is(err, coord.ErrNotFound) || attempt > 0 {
+		if !errors.Is(err, txntype.ErrNotFound) || attempt > 0 {
 			break
 		}
 	}
-	if errors.Is(err, coord.ErrNotFound) {
+	if errors.Is(err, txntype.ErrNotFound) {
 		if _, gerr := l.getBy(ctx, "gid", t.GID); gerr == nil {
 			// Only a log shared by coordinators of different gid prefixes can get here.
 			return nil, false, fmt.Errorf("txlog: begin %s: the gid belongs to another request id", t.GID)
 		}
 		return nil, false, fmt.Errorf("txlog: begin %s: instance %q no longer holds epoch %d: %w",
-			t.GID, t.Instance, t.OwnerEpoch, coord.ErrNotOwner)
+			t.GID, t.Instance, t.OwnerEpoch, txntype.ErrNotOwner)
 	}
 	if err != nil {
 		return nil, false, err
@@ -148,7 +149,7 @@ func (l *Log) Begin(ctx context.Context, t *coord.Transaction) (*coord.Transacti
 
 // freshRow reads beginSQL's answer for t's row: the row as scan would read it back, built from
 // what Begin inserted and the stamps the server gave it.
-func freshRow(r pgx.Row, t *coord.Transaction) (*coord.Transaction, error) {
+func freshRow(r pgx.Row, t *txntype.Transaction) (*txntype.Transaction, error) {
 	var id string
 	var created, updated time.Time
 	if err := r.Scan(&id, &created, &updated); err != nil {
@@ -157,11 +158,11 @@ func freshRow(r pgx.Row, t *coord.Transaction) (*coord.Transaction, error) {
 	if id != t.ID {
 		return nil, fmt.Errorf("txlog: begin %s: the log answered for request id %q", t.GID, id)
 	}
-	gids := append([]coord.SQLGID{}, t.SQLGIDs...)
-	return &coord.Transaction{
-		ID: t.ID, GID: t.GID, Instance: t.Instance, State: coord.StateActive,
+	gids := append([]txntype.SQLGID{}, t.SQLGIDs...)
+	return &txntype.Transaction{
+		ID: t.ID, GID: t.GID, Instance: t.Instance, State: txntype.StateActive,
 		Owner: t.Instance, OwnerEpoch: t.OwnerEpoch, OnePhase: t.OnePhase,
-		SQL: []coord.SQLResult{}, SQLGIDs: gids, Digest: append([]byte(nil), t.Digest...),
+		SQL: []txntype.SQLResult{}, SQLGIDs: gids, Digest: append([]byte(nil), t.Digest...),
 		CreatedAt: created, UpdatedAt: updated,
 	}, nil
 }

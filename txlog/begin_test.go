@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Begin answers a fresh row without reading it back (beginSQL returns only its stamps): what
@@ -26,16 +26,16 @@ func TestBeginAnswersTheStoredRow(t *testing.T) {
 			epoch, err := txlog.BumpEpoch(ctx, pool, "a")
 			require.NoError(t, err)
 
-			rows := make([]*coord.Transaction, 12)
+			rows := make([]*txntype.Transaction, 12)
 			for i := range rows {
 				rows[i] = row(fmt.Sprintf("b%d", i), epoch)
 				rows[i].OnePhase = i%2 == 0
 				rows[i].Digest = []byte{byte(i), 7}
 			}
 			rows[0].SQLGIDs = nil
-			rows[1].SQLGIDs = append(rows[1].SQLGIDs, coord.SQLGID{Database: "second", GID: "p_b1@second"})
+			rows[1].SQLGIDs = append(rows[1].SQLGIDs, txntype.SQLGID{Database: "second", GID: "p_b1@second"})
 
-			answers := make([]*coord.Transaction, len(rows))
+			answers := make([]*txntype.Transaction, len(rows))
 			var wg sync.WaitGroup
 			for i, r := range rows { // concurrently: under group commit they merge
 				wg.Go(func() {

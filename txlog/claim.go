@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // ClaimMany is Claim for a page of rows in one statement (C1, coord/page.go): each row is its
@@ -14,7 +15,7 @@ import (
 // doubt are accepted: a final one is an error). claimed are the rows that changed, read back
 // as they are now (the resolver acts on these, never on what it read before); a row left out
 // moved on. Every claim gets its event, as Claim's.
-func (l *Log) ClaimMany(ctx context.Context, ts []*coord.Transaction, by coord.Fence) ([]*coord.Transaction, error) {
+func (l *Log) ClaimMany(ctx context.Context, ts []*txntype.Transaction, by txntype.Fence) ([]*txntype.Transaction, error) {
 	if len(ts) == 0 {
 		return nil, nil
 	}
@@ -36,7 +37,7 @@ func (l *Log) ClaimMany(ctx context.Context, ts []*coord.Transaction, by coord.F
 		return nil, fmt.Errorf("txlog: claim %d rows by %s@%d: %w", n, by.Instance, by.Epoch, err)
 	}
 	defer rows.Close()
-	claimed := make([]*coord.Transaction, 0, n)
+	claimed := make([]*txntype.Transaction, 0, n)
 	for rows.Next() {
 		t, err := scan(rows)
 		if err != nil {

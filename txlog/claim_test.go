@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // ClaimMany (C1) against PostgreSQL: each row is its own compare-and-set on what the resolver
@@ -25,27 +25,27 @@ func TestClaimMany(t *testing.T) {
 	require.NoError(t, err)
 	er, err := txlog.BumpEpoch(ctx, pool, "r")
 	require.NoError(t, err)
-	by := coord.Fence{Instance: "r", Epoch: er}
+	by := txntype.Fence{Instance: "r", Epoch: er}
 
-	prepared := func(id string) *coord.Transaction {
+	prepared := func(id string) *txntype.Transaction {
 		t.Helper()
 		tx, created, err := l.Begin(ctx, row(id, ea))
 		require.NoError(t, err)
 		require.True(t, created)
-		tx.Kafka = &coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: "tid-" + id, ProducerID: 7, ProducerEpoch: 3}}
+		tx.Kafka = &txntype.KafkaState{KafkaIDs: txntype.KafkaIDs{TransactionalID: "tid-" + id, ProducerID: 7, ProducerEpoch: 3}}
 		require.NoError(t, l.Prepared(ctx, tx))
 		return tx
 	}
 	a, b, moved, other := prepared("m1"), prepared("m2"), prepared("m3"), prepared("m4")
 	// m3 moves on after it was read (its request committed it); m4 was read with a stale owner.
 	m3 := *moved
-	require.NoError(t, l.Transition(ctx, &m3, coord.StateCommitted))
+	require.NoError(t, l.Transition(ctx, &m3, txntype.StateCommitted))
 	stale := *other
 	stale.OwnerEpoch = ea - 1
 
-	claimed, err := l.ClaimMany(ctx, []*coord.Transaction{a, b, moved, &stale}, by)
+	claimed, err := l.ClaimMany(ctx, []*txntype.Transaction{a, b, moved, &stale}, by)
 	require.NoError(t, err)
-	got := map[string]*coord.Transaction{}
+	got := map[string]*txntype.Transaction{}
 	for _, c := range claimed {
 		got[c.GID] = c
 	}
@@ -53,13 +53,13 @@ func TestClaimMany(t *testing.T) {
 	for _, gid := range []string{a.GID, b.GID} {
 		c := got[gid]
 		require.NotNil(t, c, gid)
-		assert.Equal(t, coord.StatePrepared, c.State, "a prepared row keeps its state")
+		assert.Equal(t, txntype.StatePrepared, c.State, "a prepared row keeps its state")
 		assert.Equal(t, "r", c.Owner)
 		assert.Equal(t, er, c.OwnerEpoch)
 		require.NotNil(t, c.Kafka, "read back with its Kafka ids")
 		assert.Equal(t, "tid-"+c.ID, c.Kafka.TransactionalID)
 		assert.Equal(t, int64(7), c.Kafka.ProducerID)
-		assert.Equal(t, []coord.SQLGID{{Database: "default", GID: gid + "@default"}}, c.SQLGIDs)
+		assert.Equal(t, []txntype.SQLGID{{Database: "default", GID: gid + "@default"}}, c.SQLGIDs)
 		evs, err := l.Events(ctx, gid)
 		require.NoError(t, err)
 		var detail map[string]any
@@ -73,21 +73,21 @@ func TestClaimMany(t *testing.T) {
 	assert.Equal(t, "a", st.Owner, "a row read with another owner is not claimed")
 
 	// The claimed rows' writer is fenced: its final write fails.
-	done, err := l.CommittedBatch(ctx, []*coord.Transaction{a}, time.Time{})
+	done, err := l.CommittedBatch(ctx, []*txntype.Transaction{a}, time.Time{})
 	require.NoError(t, err)
 	assert.Equal(t, []bool{false}, done, "the live writer's write after the claim changes nothing")
-	done, err = l.CommittedBatch(ctx, []*coord.Transaction{got[a.GID]}, time.Time{})
+	done, err = l.CommittedBatch(ctx, []*txntype.Transaction{got[a.GID]}, time.Time{})
 	require.NoError(t, err)
 	assert.Equal(t, []bool{true}, done, "the claimer's does")
 
 	// A claimer whose epoch moved on claims nothing.
 	_, err = txlog.BumpEpoch(ctx, pool, "r")
 	require.NoError(t, err)
-	claimed, err = l.ClaimMany(ctx, []*coord.Transaction{got[b.GID]}, by)
+	claimed, err = l.ClaimMany(ctx, []*txntype.Transaction{got[b.GID]}, by)
 	require.NoError(t, err)
 	assert.Empty(t, claimed, "a fenced claimer claims nothing")
 
 	// A final row is refused before anything is written.
-	_, err = l.ClaimMany(ctx, []*coord.Transaction{&m3}, by)
+	_, err = l.ClaimMany(ctx, []*txntype.Transaction{&m3}, by)
 	require.Error(t, err)
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // A cursor is the (created_at, gid) of the last row of a page, opaque to callers.
@@ -27,5 +27,5 @@ func decodeCursor(c string) (time.Time, string, error) {
 			}
 		}
 	}
-	return time.Time{}, "", fmt.Errorf("%w", &coord.InvalidError{Field: "after", Reason: "not a cursor from a previous page"})
+	return time.Time{}, "", fmt.Errorf("%w", &txntype.InvalidError{Field: "after", Reason: "not a cursor from a previous page"})
 }

@@ -11,15 +11,15 @@
 // row and its history never disagree. Each write is also a compare-and-set on the state, the
 // owner (owner_instance, owner_epoch) and on the owner's instance still holding that epoch
 // (coordinator_instances.epoch, bumped by BumpEpoch whenever the instance's lock is taken):
-// a writer that lost its row or its lock writes nothing (ErrStateChanged, coord.ErrMovedOn).
+// a writer that lost its row or its lock writes nothing (ErrStateChanged, txntype.ErrMovedOn).
 // Claim is a resolver's first write: it makes the row its own.
 //
 // # Failure Handling
 //
 // A write that fails returns an error and leaves the previous state; the coordinator then treats
 // the transaction as in doubt (it never assumes a write it could not confirm), unless the error
-// proves nothing was written: coord.ErrLogRefused (the server rolled it back) or
-// coord.ErrLogUnsent (it never reached the server: no connection could be had, pgx sent
+// proves nothing was written: txntype.ErrLogRefused (the server rolled it back) or
+// txntype.ErrLogUnsent (it never reached the server: no connection could be had, pgx sent
 // nothing, the log was closed). The schema is
 // managed by golang-migrate from the embedded migrations package, in the connection's
 // search_path schema.

@@ -9,14 +9,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // ErrStateChanged: the row is no longer in the state the writer last saw, or no longer owned by
 // the writer's fence (another resolver claimed it, or the writer's instance lost its epoch);
-// someone else moved it. The writer must re-read, never overwrite. It matches coord.ErrMovedOn.
-var ErrStateChanged = coord.ErrMovedOn
+// someone else moved it. The writer must re-read, never overwrite. It matches txntype.ErrMovedOn.
+var ErrStateChanged = txntype.ErrMovedOn
 
 // ErrNotMigrated: the log's schema has no version yet (no migration ran on it).
 var ErrNotMigrated = errors.New("the log's schema is not migrated")
@@ -86,7 +85,7 @@ type errOutcomeUnknown struct{ err error }
 func (e errOutcomeUnknown) Error() string { return "after COMMIT: " + e.err.Error() }
 func (e errOutcomeUnknown) Unwrap() error { return e.err }
 
-// asLogRefused marks err with coord.ErrLogRefused when it proves that the write's transaction
+// asLogRefused marks err with txntype.ErrLogRefused when it proves that the write's transaction
 // did not commit: the server answered a statement of it (or its COMMIT) with an error of
 // severity ERROR, which rolls a transaction back. Everything else leaves the outcome unknown
 // and is returned as is: a lost connection, a context cut off, a FATAL or PANIC (the session
@@ -96,7 +95,7 @@ func (e errOutcomeUnknown) Unwrap() error { return e.err }
 func asLogRefused(err error) error {
 	var late errOutcomeUnknown
 	var pe *pgconn.PgError
-	if err == nil || errors.Is(err, coord.ErrLogRefused) || errors.As(err, &late) || !errors.As(err, &pe) {
+	if err == nil || errors.Is(err, txntype.ErrLogRefused) || errors.As(err, &late) || !errors.As(err, &pe) {
 		return err
 	}
 	severity := pe.SeverityUnlocalized
@@ -110,10 +109,10 @@ func asLogRefused(err error) error {
 	case "08", "57", "58", "XX":
 		return err
 	}
-	return fmt.Errorf("%w: %w", coord.ErrLogRefused, err)
+	return fmt.Errorf("%w: %w", txntype.ErrLogRefused, err)
 }
 
-// asUnsent marks err with coord.ErrLogUnsent when it proves that the write never reached the
+// asUnsent marks err with txntype.ErrLogUnsent when it proves that the write never reached the
 // server, so that nothing of it can be durable: pgx says nothing was sent on the connection
 // (pgconn.SafeToRetry: a context that ended before the send, a connection busy or closed), no
 // connection could be made (pgconn.ConnectError), or the log was closed. A write that was sent
@@ -121,24 +120,24 @@ func asLogRefused(err error) error {
 // round trip, an error after an acknowledged COMMIT) is returned as is: it may have landed.
 func asUnsent(err error) error {
 	var late errOutcomeUnknown
-	if err == nil || errors.Is(err, coord.ErrLogUnsent) || errors.As(err, &late) {
+	if err == nil || errors.Is(err, txntype.ErrLogUnsent) || errors.As(err, &late) {
 		return err
 	}
 	var ce *pgconn.ConnectError
 	if pgconn.SafeToRetry(err) || errors.As(err, &ce) || errors.Is(err, errClosed) {
-		return fmt.Errorf("%w: %w", coord.ErrLogUnsent, err)
+		return fmt.Errorf("%w: %w", txntype.ErrLogUnsent, err)
 	}
 	return err
 }
 
 // onConn runs send on a connection of pool. A connection that could not be had (the pool's
-// wait cut off by ctx, a connect that failed, a closed pool) fails with coord.ErrLogUnsent:
+// wait cut off by ctx, a connect that failed, a closed pool) fails with txntype.ErrLogUnsent:
 // nothing of the write went out. pgxpool's own QueryRow and SendBatch return such a failure as
 // a bare context error, which cannot be told from one cut off during the round trip.
 func onConn(ctx context.Context, pool *pgxpool.Pool, send func(*pgxpool.Conn) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: acquire a connection: %w", coord.ErrLogUnsent, err)
+		return fmt.Errorf("%w: acquire a connection: %w", txntype.ErrLogUnsent, err)
 	}
 	defer conn.Release()
 	return send(conn)

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/internal/pgtest"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // newLog migrates a log into a schema of its own on DATABASE_URL.
@@ -37,10 +37,10 @@ func newLogWith(t testing.TB, o txlog.Options) (*txlog.Log, *pgxpool.Pool) {
 	return l, pool
 }
 
-func row(id string, epoch int64) *coord.Transaction {
-	return &coord.Transaction{ID: id, GID: "p_" + id, Instance: "a", State: coord.StateActive,
+func row(id string, epoch int64) *txntype.Transaction {
+	return &txntype.Transaction{ID: id, GID: "p_" + id, Instance: "a", State: txntype.StateActive,
 		Owner: "a", OwnerEpoch: epoch, Digest: []byte{1},
-		SQLGIDs: []coord.SQLGID{{Database: "default", GID: "p_" + id + "@default"}}}
+		SQLGIDs: []txntype.SQLGID{{Database: "default", GID: "p_" + id + "@default"}}}
 }
 
 // The log's fencing, against PostgreSQL: a claim takes the row from the live writer, a bumped
@@ -59,25 +59,25 @@ func TestFencing(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, created)
 		resolver := *live
-		require.NoError(t, l.Claim(ctx, &resolver, coord.Fence{Instance: "r", Epoch: er}, coord.StateAborting))
-		assert.Equal(t, coord.StateAborting, resolver.State)
+		require.NoError(t, l.Claim(ctx, &resolver, txntype.Fence{Instance: "r", Epoch: er}, txntype.StateAborting))
+		assert.Equal(t, txntype.StateAborting, resolver.State)
 		assert.Equal(t, "r", resolver.Owner)
 		// The live writer's prepared and final writes now fail, and change nothing.
-		require.ErrorIs(t, l.Prepared(ctx, live), coord.ErrMovedOn)
-		require.ErrorIs(t, l.Transition(ctx, live, coord.StateAborted), coord.ErrMovedOn)
+		require.ErrorIs(t, l.Prepared(ctx, live), txntype.ErrMovedOn)
+		require.ErrorIs(t, l.Transition(ctx, live, txntype.StateAborted), txntype.ErrMovedOn)
 		// A second resolver that read the row before the claim loses too.
-		require.ErrorIs(t, l.Claim(ctx, live, coord.Fence{Instance: "r", Epoch: er}, coord.StateAborting), coord.ErrMovedOn)
-		require.NoError(t, l.Transition(ctx, &resolver, coord.StateAborted))
+		require.ErrorIs(t, l.Claim(ctx, live, txntype.Fence{Instance: "r", Epoch: er}, txntype.StateAborting), txntype.ErrMovedOn)
+		require.NoError(t, l.Transition(ctx, &resolver, txntype.StateAborted))
 		got, err := l.Get(ctx, "c1")
 		require.NoError(t, err)
-		assert.Equal(t, coord.StateAborted, got.State)
+		assert.Equal(t, txntype.StateAborted, got.State)
 		events, err := l.Events(ctx, got.GID)
 		require.NoError(t, err)
-		var states []coord.State
+		var states []txntype.State
 		for _, e := range events {
 			states = append(states, e.State)
 		}
-		assert.Equal(t, []coord.State{coord.StateActive, coord.StateAborting, coord.StateAborted}, states)
+		assert.Equal(t, []txntype.State{txntype.StateActive, txntype.StateAborting, txntype.StateAborted}, states)
 	})
 
 	t.Run("a bumped epoch fences the older one", func(t *testing.T) {
@@ -85,12 +85,12 @@ func TestFencing(t *testing.T) {
 		require.NoError(t, err)
 		_, err = txlog.BumpEpoch(ctx, pool, "a") // a takeover, or a's own re-claim
 		require.NoError(t, err)
-		require.ErrorIs(t, l.Prepared(ctx, live), coord.ErrMovedOn)
+		require.ErrorIs(t, l.Prepared(ctx, live), txntype.ErrMovedOn)
 		_, _, err = l.Begin(ctx, row("c3", ea))
-		require.ErrorIs(t, err, coord.ErrNotOwner)
+		require.ErrorIs(t, err, txntype.ErrNotOwner)
 		got, err := l.Get(ctx, "c2")
 		require.NoError(t, err)
-		assert.Equal(t, coord.StateActive, got.State, "nothing written")
+		assert.Equal(t, txntype.StateActive, got.State, "nothing written")
 	})
 }
 

@@ -11,8 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // errClosed: the log was closed.
@@ -88,7 +87,7 @@ func (g *groupCommit) do(ctx context.Context, sql string, args []any, begin *beg
 		return errClosed
 	case <-ctx.Done():
 		// Not queued: nothing of it went out.
-		return fmt.Errorf("%w: %w", coord.ErrLogUnsent, ctx.Err())
+		return fmt.Errorf("%w: %w", txntype.ErrLogUnsent, ctx.Err())
 	}
 	select {
 	case err := <-w.err:
@@ -262,7 +261,7 @@ func (g *groupCommit) flushIsolating(batch []*write, isolate int) {
 // statement (first merged answers), whose writes cannot be told apart.
 func culprit(errs []error, merged int) int {
 	for i, e := range errs {
-		if errors.Is(asLogRefused(e), coord.ErrLogRefused) {
+		if errors.Is(asLogRefused(e), txntype.ErrLogRefused) {
 			if i < merged {
 				return -1
 			}

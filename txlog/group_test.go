@@ -14,6 +14,7 @@ import (
 
 	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // countingObserver adds up the writes the group commit reports and the largest batch.
@@ -55,7 +56,7 @@ func TestGroupCommit(t *testing.T) {
 
 	// Concurrent writes: begins, then prepared writes of which every third is stale.
 	const n = 96
-	rows := make([]*coord.Transaction, n)
+	rows := make([]*txntype.Transaction, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
@@ -72,15 +73,15 @@ func TestGroupCommit(t *testing.T) {
 		wg.Go(func() {
 			tx := *rows[i]
 			if i%3 == 0 {
-				tx.State = coord.StatePrepared // not what the row holds: the compare-and-set fails
+				tx.State = txntype.StatePrepared // not what the row holds: the compare-and-set fails
 			}
-			errs[i] = l.Transition(ctx, &tx, coord.StateAborted)
+			errs[i] = l.Transition(ctx, &tx, txntype.StateAborted)
 		})
 	}
 	wg.Wait()
 	for i, err := range errs {
 		if i%3 == 0 {
-			assert.ErrorIs(t, err, coord.ErrMovedOn, "write %d", i)
+			assert.ErrorIs(t, err, txntype.ErrMovedOn, "write %d", i)
 		} else {
 			assert.NoError(t, err, "write %d", i)
 		}
@@ -88,9 +89,9 @@ func TestGroupCommit(t *testing.T) {
 	for i := range n {
 		got, err := l.Get(ctx, rows[i].ID)
 		require.NoError(t, err)
-		want := coord.StateAborted
+		want := txntype.StateAborted
 		if i%3 == 0 {
-			want = coord.StateActive
+			want = txntype.StateActive
 		}
 		assert.Equal(t, want, got.State, "row %d", i)
 	}
@@ -108,7 +109,7 @@ func TestGroupCommitRefusedWrite(t *testing.T) {
 	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
 	require.NoError(t, err)
 	const n = 48
-	rows := make([]*coord.Transaction, n)
+	rows := make([]*txntype.Transaction, n)
 	for i := range n {
 		r, _, err := l.Begin(ctx, row(fmt.Sprintf("ref-%d", i), epoch))
 		require.NoError(t, err)
@@ -119,11 +120,11 @@ func TestGroupCommitRefusedWrite(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			tx := *rows[i]
-			tx.Error = &coord.ErrorDetail{Participant: "sql:default", Class: coord.ClassAbortable, Message: "fine"}
+			tx.Error = &txntype.ErrorDetail{Participant: "sql:default", Class: txntype.ClassAbortable, Message: "fine"}
 			if i%8 == 0 {
 				tx.Error.Message = "bad\x00byte"
 			}
-			errs[i] = l.Transition(ctx, &tx, coord.StateAborted)
+			errs[i] = l.Transition(ctx, &tx, txntype.StateAborted)
 		})
 	}
 	wg.Wait()
@@ -134,9 +135,9 @@ func TestGroupCommitRefusedWrite(t *testing.T) {
 			assert.Error(t, errs[i], "write %d", i)
 		}
 		if errs[i] == nil {
-			assert.Equal(t, coord.StateAborted, got.State, "write %d answered nil", i)
+			assert.Equal(t, txntype.StateAborted, got.State, "write %d answered nil", i)
 		} else {
-			assert.Equal(t, coord.StateActive, got.State, "write %d answered %v, yet its row changed", i, errs[i])
+			assert.Equal(t, txntype.StateActive, got.State, "write %d answered %v, yet its row changed", i, errs[i])
 		}
 	}
 }
@@ -154,18 +155,18 @@ func TestGroupCommitMergedBegins(t *testing.T) {
 	stale, err := txlog.BumpEpoch(ctx, pool, "a")
 	require.NoError(t, err)
 	const n = 24
-	finish := func(id string, class coord.Class) {
+	finish := func(id string, class txntype.Class) {
 		t.Helper()
 		r, created, err := l.Begin(ctx, row(id, stale))
 		require.NoError(t, err)
 		require.True(t, created)
-		r.Error = &coord.ErrorDetail{Participant: "sql:default", Class: class, Message: "ended"}
-		require.NoError(t, l.Transition(ctx, r, coord.StateAborted))
+		r.Error = &txntype.ErrorDetail{Participant: "sql:default", Class: class, Message: "ended"}
+		require.NoError(t, l.Transition(ctx, r, txntype.StateAborted))
 	}
 	for i := range n {
-		finish(fmt.Sprintf("keep-%d", i), coord.ClassAbortable)
-		finish(fmt.Sprintf("retry-%d", i), coord.ClassRetriable)
-		finish(fmt.Sprintf("digest-%d", i), coord.ClassRetriable)
+		finish(fmt.Sprintf("keep-%d", i), txntype.ClassAbortable)
+		finish(fmt.Sprintf("retry-%d", i), txntype.ClassRetriable)
+		finish(fmt.Sprintf("digest-%d", i), txntype.ClassRetriable)
 	}
 	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
 	require.NoError(t, err)
@@ -176,7 +177,7 @@ func TestGroupCommitMergedBegins(t *testing.T) {
 		epoch   int64
 		digest  byte
 		created bool
-		state   coord.State
+		state   txntype.State
 		err     error
 	}
 	var attempts []*attempt
@@ -216,9 +217,9 @@ func TestGroupCommitMergedBegins(t *testing.T) {
 		kind := a.id[:strings.IndexByte(a.id, '-')]
 		switch kind {
 		case "fenced":
-			assert.ErrorIs(t, a.err, coord.ErrNotOwner, "%s", a.id)
+			assert.ErrorIs(t, a.err, txntype.ErrNotOwner, "%s", a.id)
 			_, err := l.Get(ctx, a.id)
-			assert.ErrorIs(t, err, coord.ErrNotFound, "%s: a stale epoch began a row", a.id)
+			assert.ErrorIs(t, err, txntype.ErrNotFound, "%s: a stale epoch began a row", a.id)
 			continue
 		case "dup":
 			require.NoError(t, a.err, "%s", a.id)
@@ -230,9 +231,9 @@ func TestGroupCommitMergedBegins(t *testing.T) {
 		require.NoError(t, a.err, "%s", a.id)
 		want := map[string]struct {
 			created bool
-			state   coord.State
-		}{"new": {true, coord.StateActive}, "retry": {true, coord.StateActive},
-			"keep": {false, coord.StateAborted}, "digest": {false, coord.StateAborted}}[kind]
+			state   txntype.State
+		}{"new": {true, txntype.StateActive}, "retry": {true, txntype.StateActive},
+			"keep": {false, txntype.StateAborted}, "digest": {false, txntype.StateAborted}}[kind]
 		assert.Equal(t, want.created, a.created, "%s", a.id)
 		assert.Equal(t, want.state, a.state, "%s", a.id)
 	}
@@ -245,7 +246,7 @@ func TestGroupCommitMergedBegins(t *testing.T) {
 			require.NoError(t, err)
 			active := 0
 			for _, e := range events {
-				if e.State == coord.StateActive {
+				if e.State == txntype.StateActive {
 					active++
 				}
 			}

@@ -7,14 +7,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // PartitionTxn is a logged transaction with records on one partition, and the offset of its first
 // record there.
 type PartitionTxn struct {
-	*coord.Transaction
+	*txntype.Transaction
 	FirstOffset int64
 }
 

@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/internal/pgtest"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // layouts are the table layouts BenchmarkLogLayout weighs (docs/decisions.md, "Retention"):
@@ -98,15 +98,15 @@ func benchLayout(b *testing.B, ddl string) {
 	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
 	require.NoError(b, err)
 	request := func(id string) error {
-		t := &coord.Transaction{ID: id, GID: "p_" + id, Instance: "a", State: coord.StateActive, Owner: "a",
-			OwnerEpoch: epoch, Digest: []byte(id), SQLGIDs: []coord.SQLGID{{Database: "default", GID: "p_" + id + "@default"}}}
+		t := &txntype.Transaction{ID: id, GID: "p_" + id, Instance: "a", State: txntype.StateActive, Owner: "a",
+			OwnerEpoch: epoch, Digest: []byte(id), SQLGIDs: []txntype.SQLGID{{Database: "default", GID: "p_" + id + "@default"}}}
 		live, _, err := l.Begin(ctx, t)
 		if err != nil {
 			return err
 		}
-		live.Kafka = &coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: "p-a-1", ProducerID: 1000, ProducerEpoch: 5},
-			PreparedState: "1000:5", Records: []coord.RecordOffset{{Topic: "orders", Partition: 1, Offset: 12345}}}
-		live.SQL = []coord.SQLResult{{RowsAffected: 1}}
+		live.Kafka = &txntype.KafkaState{KafkaIDs: txntype.KafkaIDs{TransactionalID: "p-a-1", ProducerID: 1000, ProducerEpoch: 5},
+			PreparedState: "1000:5", Records: []txntype.RecordOffset{{Topic: "orders", Partition: 1, Offset: 12345}}}
+		live.SQL = []txntype.SQLResult{{RowsAffected: 1}}
 		if err := l.Prepared(ctx, live); err != nil {
 			return err
 		}

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // The listing with each combination of its filters (state, cursor, age): newest first, paged,
@@ -25,7 +25,7 @@ func TestListFilters(t *testing.T) {
 		tr, _, err := l.Begin(ctx, row(fmt.Sprint("l", i), epoch))
 		require.NoError(t, err)
 		if i%2 == 0 {
-			require.NoError(t, l.Transition(ctx, tr, coord.StateAborted))
+			require.NoError(t, l.Transition(ctx, tr, txntype.StateAborted))
 		}
 	}
 	// l0 and l1 changed an hour ago.
@@ -41,14 +41,14 @@ func TestListFilters(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name  string
-		state coord.State
+		state txntype.State
 		older time.Duration
 		want  []string
 	}{
 		{name: "all", want: []string{"l5", "l4", "l3", "l2", "l1", "l0"}},
-		{name: "a state", state: coord.StateAborted, want: []string{"l4", "l2", "l0"}},
+		{name: "a state", state: txntype.StateAborted, want: []string{"l4", "l2", "l0"}},
 		{name: "older", older: 30 * time.Minute, want: []string{"l1", "l0"}},
-		{name: "a state and older", state: coord.StateActive, older: 30 * time.Minute, want: []string{"l1"}},
+		{name: "a state and older", state: txntype.StateActive, older: 30 * time.Minute, want: []string{"l1"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var got []string

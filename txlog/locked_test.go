@@ -12,13 +12,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // A lock on the log held by a prepared transaction (what a client's statement inside its
 // request leaves behind when PREPARE TRANSACTION keeps its locks): the log's writes wait at most
-// the lock timeout, and their error proves nothing was written (coord.ErrLogRefused), so that
+// the lock timeout, and their error proves nothing was written (txntype.ErrLogRefused), so that
 // the request may abort, which releases the lock. Once it is gone, the same writes go through.
 func TestWritesBlockedByAPreparedLockAreRefused(t *testing.T) {
 	t.Parallel()
@@ -50,22 +50,22 @@ func TestWritesBlockedByAPreparedLockAreRefused(t *testing.T) {
 					args = append(args, r.GID)
 				}
 				holdPrepared(t, pool, gid, lock.sql, args...)
-				ks := &coord.KafkaState{KafkaIDs: coord.KafkaIDs{TransactionalID: "tid", ProducerID: 7, ProducerEpoch: 1}}
+				ks := &txntype.KafkaState{KafkaIDs: txntype.KafkaIDs{TransactionalID: "tid", ProducerID: 7, ProducerEpoch: 1}}
 				r.Kafka, mate.Kafka = ks, ks
 
 				err = l.Prepared(ctx, r)
-				require.ErrorIs(t, err, coord.ErrLogRefused, "%v", err)
-				assert.Equal(t, coord.StateActive, r.State, "a refused write changes nothing")
-				err = l.PreparedBatch(ctx, []*coord.Transaction{r, mate}, nil)
-				require.ErrorIs(t, err, coord.ErrLogRefused, "%v", err)
+				require.ErrorIs(t, err, txntype.ErrLogRefused, "%v", err)
+				assert.Equal(t, txntype.StateActive, r.State, "a refused write changes nothing")
+				err = l.PreparedBatch(ctx, []*txntype.Transaction{r, mate}, nil)
+				require.ErrorIs(t, err, txntype.ErrLogRefused, "%v", err)
 
 				_, err = pool.Exec(ctx, "ROLLBACK PREPARED '"+gid+"'")
 				require.NoError(t, err)
 				stored, err := l.Get(ctx, id)
 				require.NoError(t, err)
-				assert.Equal(t, coord.StateActive, stored.State, "nothing of the refused writes was written")
-				require.NoError(t, l.PreparedBatch(ctx, []*coord.Transaction{r, mate}, nil))
-				require.NoError(t, l.Transition(ctx, r, coord.StateCommitted))
+				assert.Equal(t, txntype.StateActive, stored.State, "nothing of the refused writes was written")
+				require.NoError(t, l.PreparedBatch(ctx, []*txntype.Transaction{r, mate}, nil))
+				require.NoError(t, l.Transition(ctx, r, txntype.StateCommitted))
 			})
 		}
 	}
@@ -99,7 +99,7 @@ func TestGroupCommitIsolatesALockedWrite(t *testing.T) {
 	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
 	require.NoError(t, err)
 	const n, locked = 41, 20
-	rows := make([]*coord.Transaction, n)
+	rows := make([]*txntype.Transaction, n)
 	for i := range n {
 		r, _, err := l.Begin(ctx, row(fmt.Sprintf("iso-%d", i), epoch))
 		require.NoError(t, err)
@@ -109,19 +109,19 @@ func TestGroupCommitIsolatesALockedWrite(t *testing.T) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { errs[i] = l.Transition(ctx, rows[i], coord.StateAborted) })
+		wg.Go(func() { errs[i] = l.Transition(ctx, rows[i], txntype.StateAborted) })
 	}
 	wg.Wait()
 	for i := range n {
 		got, err := l.Get(ctx, rows[i].ID)
 		require.NoError(t, err)
 		if i == locked {
-			assert.ErrorIs(t, errs[i], coord.ErrLogRefused, "the locked write")
-			assert.Equal(t, coord.StateActive, got.State)
+			assert.ErrorIs(t, errs[i], txntype.ErrLogRefused, "the locked write")
+			assert.Equal(t, txntype.StateActive, got.State)
 			continue
 		}
 		assert.NoError(t, errs[i], "write %d travelled with the locked one", i)
-		assert.Equal(t, coord.StateAborted, got.State, "write %d", i)
+		assert.Equal(t, txntype.StateAborted, got.State, "write %d", i)
 	}
 	assert.Greater(t, obs.largest.Load(), int64(1), "the writes shared flushes")
 }

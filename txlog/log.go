@@ -10,8 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Log is the coordinator log in PostgreSQL. Every write is one autocommit statement (one
@@ -22,7 +21,7 @@ type Log struct {
 	obs   Observer     // nil: no measurements
 }
 
-var _ coord.Log = (*Log)(nil)
+var _ txntype.Log = (*Log)(nil)
 
 // Options tune a Log.
 type Options struct {
@@ -95,10 +94,10 @@ func fenced(o, e int) string {
 
 // Prepared stores the Kafka ids, the prepared state, the offsets and the SQL gids with state
 // prepared, durably, before any phase-2 call (I2).
-func (l *Log) Prepared(ctx context.Context, t *coord.Transaction) error {
+func (l *Log) Prepared(ctx context.Context, t *txntype.Transaction) error {
 	ks := t.Kafka
 	if ks == nil {
-		ks = &coord.KafkaState{}
+		ks = &txntype.KafkaState{}
 	}
 	var tid *string
 	var pid *int64
@@ -115,7 +114,7 @@ func (l *Log) Prepared(ctx context.Context, t *coord.Transaction) error {
 	if err != nil {
 		return err
 	}
-	return l.update(ctx, t, coord.StatePrepared, "now()", `
+	return l.update(ctx, t, txntype.StatePrepared, "now()", `
     transactional_id = $4, producer_id = $5, producer_epoch = $6, prepared_state = $7,
     kafka_records = $8, sql_gids = $9, sql_results = $10, prepared_at = now(), kafka_offsets = $11`,
 		tid, pid, epoch, pstate, recs, gids, results, offsets)
@@ -123,18 +122,18 @@ func (l *Log) Prepared(ctx context.Context, t *coord.Transaction) error {
 
 // Transition moves the transaction to state to, storing its SQL gids, results and error. The
 // row keeps what Prepared stored.
-func (l *Log) Transition(ctx context.Context, t *coord.Transaction, to coord.State) error {
+func (l *Log) Transition(ctx context.Context, t *txntype.Transaction, to txntype.State) error {
 	return l.transition(ctx, t, to, time.Time{})
 }
 
 // Committed is Transition to committed, stamped at (zero: now()): the time the request's answer
 // said, which went before this write (coord/finals.go).
-func (l *Log) Committed(ctx context.Context, t *coord.Transaction, at time.Time) error {
-	return l.transition(ctx, t, coord.StateCommitted, at)
+func (l *Log) Committed(ctx context.Context, t *txntype.Transaction, at time.Time) error {
+	return l.transition(ctx, t, txntype.StateCommitted, at)
 }
 
-func (l *Log) transition(ctx context.Context, t *coord.Transaction, to coord.State, at time.Time) error {
-	var recs []coord.RecordOffset
+func (l *Log) transition(ctx context.Context, t *txntype.Transaction, to txntype.State, at time.Time) error {
+	var recs []txntype.RecordOffset
 	if t.Kafka != nil {
 		recs = t.Kafka.Records
 	}
@@ -186,7 +185,7 @@ func stampArg(at time.Time) *time.Time {
 // be that instance's epoch): a row that moved on meanwhile, or that a resolver claimed
 // (recovery racing a live request, a takeover, a process that lost its lock), is not
 // overwritten.
-func (l *Log) update(ctx context.Context, t *coord.Transaction, to coord.State, stamp, set string, args ...any) error {
+func (l *Log) update(ctx context.Context, t *txntype.Transaction, to txntype.State, stamp, set string, args ...any) error {
 	var updated, prepared, finished *time.Time
 	o, e := 4+len(args), 5+len(args)
 	err := l.queryRow(ctx, `
@@ -219,15 +218,15 @@ SELECT updated_at, prepared_at, finished_at FROM upd`,
 }
 
 // Get returns the transaction with the request id.
-func (l *Log) Get(ctx context.Context, id string) (*coord.Transaction, error) {
+func (l *Log) Get(ctx context.Context, id string) (*txntype.Transaction, error) {
 	return l.getBy(ctx, "request_id", id)
 }
 
 // getBy reads one transaction by a unique column (gid or request_id).
-func (l *Log) getBy(ctx context.Context, column, value string) (*coord.Transaction, error) {
+func (l *Log) getBy(ctx context.Context, column, value string) (*txntype.Transaction, error) {
 	t, err := scan(l.pool.QueryRow(ctx, `SELECT `+columns+` FROM coordinator_transactions WHERE `+column+` = $1`, value))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %q", coord.ErrNotFound, value)
+		return nil, fmt.Errorf("%w: %q", txntype.ErrNotFound, value)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("txlog: get %s %q: %w", column, value, err)
@@ -261,13 +260,13 @@ SELECT state, detail, created_at FROM (
 ORDER BY created_at, rank, id`
 
 // Events returns the transaction's state history, oldest first (eventsSQL).
-func (l *Log) Events(ctx context.Context, gid string) ([]coord.Event, error) {
+func (l *Log) Events(ctx context.Context, gid string) ([]txntype.Event, error) {
 	rows, err := l.pool.Query(ctx, eventsSQL, gid)
 	if err != nil {
 		return nil, fmt.Errorf("txlog: events of %s: %w", gid, err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (coord.Event, error) {
-		var e coord.Event
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (txntype.Event, error) {
+		var e txntype.Event
 		var detail []byte
 		err := r.Scan(&e.State, &detail, &e.CreatedAt)
 		if len(detail) > 0 {
@@ -279,19 +278,19 @@ func (l *Log) Events(ctx context.Context, gid string) ([]coord.Event, error) {
 
 // Page is one page of a listing, and the cursor for the next.
 type Page struct {
-	Transactions []*coord.Transaction
+	Transactions []*txntype.Transaction
 	Next         string
 }
 
 // List returns transactions, newest first, optionally of one state. after is the cursor of the
 // previous page ("" for the first).
-func (l *Log) List(ctx context.Context, state coord.State, limit int, after string) (Page, error) {
+func (l *Log) List(ctx context.Context, state txntype.State, limit int, after string) (Page, error) {
 	return l.ListOlder(ctx, state, 0, limit, after)
 }
 
 // ListOlder is List with an age filter: only rows whose last state change (updated_at) is at
 // least olderThan ago, by database time (0: no filter).
-func (l *Log) ListOlder(ctx context.Context, state coord.State, olderThan time.Duration, limit int, after string) (Page, error) {
+func (l *Log) ListOlder(ctx context.Context, state txntype.State, olderThan time.Duration, limit int, after string) (Page, error) {
 	var afterAt *time.Time
 	var afterGID string
 	if after != "" {
@@ -358,9 +357,9 @@ WHERE instance_id = $1 AND state IN ('prepared', 'committing') AND transactional
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-func scan(row pgx.Row) (*coord.Transaction, error) {
+func scan(row pgx.Row) (*txntype.Transaction, error) {
 	var (
-		t                   coord.Transaction
+		t                   txntype.Transaction
 		tid, pstate         *string
 		pid                 *int64
 		epoch               *int16
@@ -379,12 +378,12 @@ func scan(row pgx.Row) (*coord.Transaction, error) {
 			return nil, fmt.Errorf("kafka_offsets: %w", err)
 		}
 	}
-	var offsets []coord.RecordOffset
+	var offsets []txntype.RecordOffset
 	if err := json.Unmarshal(recs, &offsets); err != nil {
 		return nil, fmt.Errorf("kafka_records: %w", err)
 	}
 	if tid != nil || len(offsets) > 0 {
-		t.Kafka = &coord.KafkaState{Records: offsets}
+		t.Kafka = &txntype.KafkaState{Records: offsets}
 		if tid != nil {
 			t.Kafka.TransactionalID = *tid
 		}
@@ -406,7 +405,7 @@ func scan(row pgx.Row) (*coord.Transaction, error) {
 		return nil, fmt.Errorf("sql_results: %w", err)
 	}
 	if ec != nil {
-		t.Error = &coord.ErrorDetail{Class: coord.Class(*ec)}
+		t.Error = &txntype.ErrorDetail{Class: txntype.Class(*ec)}
 		if ep != nil {
 			t.Error.Participant = *ep
 		}
@@ -420,15 +419,15 @@ func scan(row pgx.Row) (*coord.Transaction, error) {
 	return &t, nil
 }
 
-func marshal3(recs []coord.RecordOffset, gids []coord.SQLGID, results []coord.SQLResult) ([]byte, []byte, []byte, error) {
+func marshal3(recs []txntype.RecordOffset, gids []txntype.SQLGID, results []txntype.SQLResult) ([]byte, []byte, []byte, error) {
 	if recs == nil {
-		recs = []coord.RecordOffset{}
+		recs = []txntype.RecordOffset{}
 	}
 	if gids == nil {
-		gids = []coord.SQLGID{}
+		gids = []txntype.SQLGID{}
 	}
 	if results == nil {
-		results = []coord.SQLResult{}
+		results = []txntype.SQLResult{}
 	}
 	a, err := json.Marshal(recs)
 	if err != nil {
@@ -453,7 +452,7 @@ func nilIfEmpty(s string) *string {
 }
 
 // marshalOffsets is the kafka_offsets column's value: NULL without offsets.
-func marshalOffsets(o *coord.OffsetCommit) (*string, error) {
+func marshalOffsets(o *txntype.OffsetCommit) (*string, error) {
 	if o == nil {
 		return nil, nil
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // The batch writes reach each row by its primary key, whatever the statistics say. The table
@@ -29,23 +29,23 @@ func TestBatchUpdateReachesRowsByKey(t *testing.T) {
 	ctx := context.Background()
 	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
 	require.NoError(t, err)
-	ids := coord.KafkaIDs{TransactionalID: "tx-plan", ProducerID: 7, ProducerEpoch: 1}
+	ids := txntype.KafkaIDs{TransactionalID: "tx-plan", ProducerID: 7, ProducerEpoch: 1}
 
 	next := 0
-	begin := func(n int) []*coord.Transaction {
+	begin := func(n int) []*txntype.Transaction {
 		t.Helper()
-		ts := make([]*coord.Transaction, n)
+		ts := make([]*txntype.Transaction, n)
 		for i := range ts {
 			next++
 			live, created, err := l.Begin(ctx, row(fmt.Sprintf("plan%d", next), epoch))
 			require.NoError(t, err)
 			require.True(t, created)
-			live.Kafka = &coord.KafkaState{KafkaIDs: ids, PreparedState: ids.PreparedState()}
+			live.Kafka = &txntype.KafkaState{KafkaIDs: ids, PreparedState: ids.PreparedState()}
 			ts[i] = live
 		}
 		return ts
 	}
-	finish := func(ts []*coord.Transaction) {
+	finish := func(ts []*txntype.Transaction) {
 		t.Helper()
 		require.NoError(t, l.PreparedBatch(ctx, ts, nil))
 		done, err := l.CommittedBatch(ctx, ts, time.Time{})
@@ -65,7 +65,7 @@ func TestBatchUpdateReachesRowsByKey(t *testing.T) {
 	}
 	active := begin(3)
 
-	gidsOf := func(ts []*coord.Transaction) []string {
+	gidsOf := func(ts []*txntype.Transaction) []string {
 		out := make([]string, len(ts))
 		for i, tr := range ts {
 			out[i] = tr.GID
@@ -153,7 +153,7 @@ func TestClaimManyReachesRowsByKey(t *testing.T) {
 	ctx := context.Background()
 	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
 	require.NoError(t, err)
-	var ts []*coord.Transaction
+	var ts []*txntype.Transaction
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)

@@ -7,20 +7,19 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Due returns the instance's transactions that are not final and whose next attempt is due, by
 // database time (never the local clock), oldest deadline first. Active rows created less than
 // activeGuard ago are left out (0: none is).
-func (l *Log) Due(ctx context.Context, instance string, activeGuard time.Duration, limit int) ([]*coord.Transaction, error) {
+func (l *Log) Due(ctx context.Context, instance string, activeGuard time.Duration, limit int) ([]*txntype.Transaction, error) {
 	rows, err := l.pool.Query(ctx, dueSQL, instance, limit, activeGuard.String())
 	if err != nil {
 		return nil, fmt.Errorf("txlog: due: %w", err)
 	}
 	defer rows.Close()
-	var out []*coord.Transaction
+	var out []*txntype.Transaction
 	for rows.Next() {
 		t, err := scan(rows)
 		if err != nil {
@@ -65,15 +64,15 @@ func (l *Log) Attempts(ctx context.Context, gid string) (int, string, error) {
 }
 
 // States returns the state of each gid that has a row; gids without a row are absent.
-func (l *Log) States(ctx context.Context, gids []string) (map[string]coord.State, error) {
+func (l *Log) States(ctx context.Context, gids []string) (map[string]txntype.State, error) {
 	rows, err := l.pool.Query(ctx, `SELECT gid, state FROM coordinator_transactions WHERE gid = ANY($1)`, gids)
 	if err != nil {
 		return nil, fmt.Errorf("txlog: states: %w", err)
 	}
-	out := map[string]coord.State{}
+	out := map[string]txntype.State{}
 	for rows.Next() {
 		var gid string
-		var st coord.State
+		var st txntype.State
 		if err := rows.Scan(&gid, &st); err != nil {
 			return nil, err
 		}
@@ -165,7 +164,7 @@ func (l *Log) Now(ctx context.Context) (time.Time, error) {
 // to aborting fixes the outcome: the request's own prepared write then fails (its owner or
 // epoch no longer match), so nothing can commit Kafka afterwards. ErrStateChanged when the row
 // moved on.
-func (l *Log) Claim(ctx context.Context, t *coord.Transaction, by coord.Fence, to coord.State) error {
+func (l *Log) Claim(ctx context.Context, t *txntype.Transaction, by txntype.Fence, to txntype.State) error {
 	var updated time.Time
 	err := l.queryRow(ctx, `
 WITH upd AS (

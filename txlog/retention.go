@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Retention (package retention): final rows older than the retention are removed with their
@@ -33,9 +32,9 @@ import (
 // reference.
 type Expired struct {
 	GID             string
-	State           coord.State
+	State           txntype.State
 	CreatedAt       time.Time
-	SQLGIDs         []coord.SQLGID
+	SQLGIDs         []txntype.SQLGID
 	TransactionalID string // "" without Kafka
 	ProducerID      int64
 	// Spans are the partitions its records went to, with the highest offset on each (R2).
@@ -54,7 +53,7 @@ func spansOf(recs []byte) ([]RecordSpan, error) {
 	if len(recs) <= 2 { // '[]'
 		return nil, nil
 	}
-	var offsets []coord.RecordOffset
+	var offsets []txntype.RecordOffset
 	if err := json.Unmarshal(recs, &offsets); err != nil {
 		return nil, fmt.Errorf("kafka_records: %w", err)
 	}
@@ -74,13 +73,13 @@ next:
 
 // RetentionCursor continues Expired after the last row of a page (zero: from the oldest).
 type RetentionCursor struct {
-	State     coord.State
+	State     txntype.State
 	CreatedAt time.Time
 	GID       string
 }
 
 // retentionStates are the states the retention may remove, in the order it walks them.
-var retentionStates = []coord.State{coord.StateAborted, coord.StateCommitted}
+var retentionStates = []txntype.State{txntype.StateAborted, txntype.StateCommitted}
 
 // expiredSQL is one page of candidates of one state ($1), oldest first after the cursor
 // ($2, $3), created and last changed more than $4 microseconds ago, at most $5, with the

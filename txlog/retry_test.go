@@ -7,9 +7,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
-
-	"github.com/kpgtx/coordinator/coord"
 )
 
 // A log transaction the server rolled back as a whole for a deadlock or a serialization failure
@@ -49,7 +48,7 @@ func TestRetried(t *testing.T) {
 }
 
 // Only a server error that proves the write's transaction rolled back is a refusal
-// (coord.ErrLogRefused), which lets a request abort; everything else leaves the outcome unknown.
+// (txntype.ErrLogRefused), which lets a request abort; everything else leaves the outcome unknown.
 func TestAsLogRefused(t *testing.T) {
 	t.Parallel()
 	pgErr := func(severity, code string) error {
@@ -81,7 +80,7 @@ func TestAsLogRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			got := asLogRefused(tt.err)
-			assert.Equal(t, tt.refused, errors.Is(got, coord.ErrLogRefused), "%v", got)
+			assert.Equal(t, tt.refused, errors.Is(got, txntype.ErrLogRefused), "%v", got)
 			if tt.err != nil {
 				assert.ErrorIs(t, got, tt.err, "the cause stays in the chain")
 			}

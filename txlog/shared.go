@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/kpgtx/coordinator/coord"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Shared PostgreSQL transactions (coord/sharedsql.go, docs/batching.md section 12): the
@@ -16,7 +15,7 @@ import (
 // queueRegistrations queues the registration of shared transactions with their members in the
 // prepared write's transaction; one already registered or tombstoned refuses the write (its
 // statement fails, asRefused), which rolls it back.
-func queueRegistrations(b *pgx.Batch, shared []coord.SharedGID) error {
+func queueRegistrations(b *pgx.Batch, shared []txntype.SharedGID) error {
 	for _, g := range shared {
 		if len(g.Members) == 0 {
 			return fmt.Errorf("txlog: shared transaction %s without members", g.GID)

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // The registrations of shared PostgreSQL transactions against PostgreSQL: the prepared write
@@ -22,17 +22,17 @@ func TestSharedRegistration(t *testing.T) {
 	ctx := context.Background()
 	ea, err := txlog.BumpEpoch(ctx, pool, "a")
 	require.NoError(t, err)
-	ids := coord.KafkaIDs{TransactionalID: "tx-1", ProducerID: 42, ProducerEpoch: 7}
-	begin := func(t *testing.T, prefix string, n int, g string) ([]*coord.Transaction, coord.SharedGID) {
+	ids := txntype.KafkaIDs{TransactionalID: "tx-1", ProducerID: 42, ProducerEpoch: 7}
+	begin := func(t *testing.T, prefix string, n int, g string) ([]*txntype.Transaction, txntype.SharedGID) {
 		t.Helper()
-		ts := make([]*coord.Transaction, n)
-		shared := coord.SharedGID{Database: "default", GID: g}
+		ts := make([]*txntype.Transaction, n)
+		shared := txntype.SharedGID{Database: "default", GID: g}
 		for i := range ts {
 			live, created, err := l.Begin(ctx, row(fmt.Sprintf("%s%d", prefix, i), ea))
 			require.NoError(t, err)
 			require.True(t, created)
-			live.Kafka = &coord.KafkaState{KafkaIDs: ids, Records: []coord.RecordOffset{{Topic: "t", Offset: int64(i)}}}
-			live.SQLGIDs = []coord.SQLGID{{Database: "default", GID: g}}
+			live.Kafka = &txntype.KafkaState{KafkaIDs: ids, Records: []txntype.RecordOffset{{Topic: "t", Offset: int64(i)}}}
+			live.SQLGIDs = []txntype.SQLGID{{Database: "default", GID: g}}
 			ts[i] = live
 			shared.Members = append(shared.Members, live.GID)
 		}
@@ -41,7 +41,7 @@ func TestSharedRegistration(t *testing.T) {
 
 	t.Run("registered with the prepared write", func(t *testing.T) {
 		ts, g := begin(t, "reg", 3, "p_+aa@default")
-		require.NoError(t, l.PreparedBatch(ctx, ts, []coord.SharedGID{g}))
+		require.NoError(t, l.PreparedBatch(ctx, ts, []txntype.SharedGID{g}))
 		regs, err := l.SharedGIDs(ctx, []string{g.GID, "p_+none@default"})
 		require.NoError(t, err)
 		require.Contains(t, regs, g.GID)
@@ -49,7 +49,7 @@ func TestSharedRegistration(t *testing.T) {
 		assert.ElementsMatch(t, g.Members, regs[g.GID].Members)
 		got, err := l.Get(ctx, ts[1].ID)
 		require.NoError(t, err)
-		assert.Equal(t, []coord.SQLGID{{Database: "default", GID: g.GID}}, got.SQLGIDs, "the row names the shared gid")
+		assert.Equal(t, []txntype.SQLGID{{Database: "default", GID: g.GID}}, got.SQLGIDs, "the row names the shared gid")
 
 		again, err := l.TombstoneShared(ctx, g.GID)
 		require.NoError(t, err)
@@ -76,11 +76,11 @@ func TestSharedRegistration(t *testing.T) {
 		tomb, err := l.TombstoneShared(ctx, g.GID)
 		require.NoError(t, err)
 		assert.Empty(t, tomb.Members)
-		require.ErrorIs(t, l.PreparedBatch(ctx, ts, []coord.SharedGID{g}), coord.ErrMovedOn)
+		require.ErrorIs(t, l.PreparedBatch(ctx, ts, []txntype.SharedGID{g}), txntype.ErrMovedOn)
 		for _, tr := range ts {
 			got, err := l.Get(ctx, tr.ID)
 			require.NoError(t, err)
-			assert.Equal(t, coord.StateActive, got.State, "nothing of the refused write is left")
+			assert.Equal(t, txntype.StateActive, got.State, "nothing of the refused write is left")
 		}
 		regs, err := l.SharedGIDs(ctx, []string{g.GID})
 		require.NoError(t, err)
@@ -90,7 +90,7 @@ func TestSharedRegistration(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, n, "kept while a row older than it is active: a late prepared write could still land")
 		for _, tr := range ts {
-			require.NoError(t, l.Transition(ctx, tr, coord.StateAborted))
+			require.NoError(t, l.Transition(ctx, tr, txntype.StateAborted))
 		}
 		n, err = l.DeleteShared(ctx, []string{g.GID}, time.Hour)
 		require.NoError(t, err)
@@ -102,8 +102,8 @@ func TestSharedRegistration(t *testing.T) {
 		resolver := *ts[0]
 		er, err := txlog.BumpEpoch(ctx, pool, "r")
 		require.NoError(t, err)
-		require.NoError(t, l.Claim(ctx, &resolver, coord.Fence{Instance: "r", Epoch: er}, coord.StateAborting))
-		require.ErrorIs(t, l.PreparedBatch(ctx, ts, []coord.SharedGID{g}), coord.ErrMovedOn)
+		require.NoError(t, l.Claim(ctx, &resolver, txntype.Fence{Instance: "r", Epoch: er}, txntype.StateAborting))
+		require.ErrorIs(t, l.PreparedBatch(ctx, ts, []txntype.SharedGID{g}), txntype.ErrMovedOn)
 		regs, err := l.SharedGIDs(ctx, []string{g.GID})
 		require.NoError(t, err)
 		assert.Empty(t, regs)

@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txlog"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
-// A Begin that provably never reached the server says so (coord.ErrLogUnsent: the request is
+// A Begin that provably never reached the server says so (txntype.ErrLogUnsent: the request is
 // safe to send again), and writes nothing: a budget that ended before it went out, a log whose
 // server cannot be reached, a log closed. Alone and under group commit.
 func TestBeginUnsent(t *testing.T) {
@@ -30,9 +30,9 @@ func TestBeginUnsent(t *testing.T) {
 			done, cancel := context.WithCancel(ctx)
 			cancel()
 			_, _, err = l.Begin(done, row("u1", epoch))
-			require.ErrorIs(t, err, coord.ErrLogUnsent, "%v", err)
+			require.ErrorIs(t, err, txntype.ErrLogUnsent, "%v", err)
 			_, err = l.Get(ctx, "u1")
-			require.ErrorIs(t, err, coord.ErrNotFound, "nothing was written")
+			require.ErrorIs(t, err, txntype.ErrNotFound, "nothing was written")
 
 			cfg, err := pgxpool.ParseConfig("postgres://nobody:x@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
 			require.NoError(t, err)
@@ -42,13 +42,13 @@ func TestBeginUnsent(t *testing.T) {
 			unreachable := txlog.New(down, txlog.Options{GroupCommit: grouped})
 			t.Cleanup(unreachable.Close)
 			_, _, err = unreachable.Begin(ctx, row("u2", epoch))
-			require.ErrorIs(t, err, coord.ErrLogUnsent, "%v", err)
+			require.ErrorIs(t, err, txntype.ErrLogUnsent, "%v", err)
 
 			closed, _ := newLogWith(t, txlog.Options{GroupCommit: grouped})
 			closed.Close()
 			if grouped {
 				_, _, err = closed.Begin(ctx, row("u3", epoch))
-				require.ErrorIs(t, err, coord.ErrLogUnsent, "%v", err)
+				require.ErrorIs(t, err, txntype.ErrLogUnsent, "%v", err)
 			}
 		})
 	}
@@ -93,8 +93,8 @@ func TestBeginAnswerLostIsNotUnsent(t *testing.T) {
 			}
 			err = <-answer
 			require.Error(t, err)
-			assert.NotErrorIs(t, err, coord.ErrLogUnsent, "the insert went out: %v", err)
-			assert.NotErrorIs(t, err, coord.ErrLogRefused, "a terminated backend proves nothing: %v", err)
+			assert.NotErrorIs(t, err, txntype.ErrLogUnsent, "the insert went out: %v", err)
+			assert.NotErrorIs(t, err, txntype.ErrLogRefused, "a terminated backend proves nothing: %v", err)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package coord
+package txntype
 
 import (
 	"bytes"
@@ -209,7 +209,9 @@ func TextHeaders(kv ...string) Headers {
 	return h
 }
 
-type headerEntry struct {
+// HeaderEntry is the list form of one header: {name, value | value_b64 | from} (the
+// API's strict walk reads its fields by these names).
+type HeaderEntry struct {
 	Name     *string `json:"name"`
 	Value    *string `json:"value,omitempty"`
 	ValueB64 *string `json:"value_b64,omitempty"`
@@ -249,7 +251,7 @@ func (h *Headers) UnmarshalJSON(b []byte) error {
 		}
 		hs := make(Headers, 0, len(entries))
 		for _, raw := range entries {
-			var e headerEntry
+			var e HeaderEntry
 			if err := json.Unmarshal(raw, &e); err != nil {
 				return err
 			}
@@ -266,7 +268,7 @@ func (h *Headers) UnmarshalJSON(b []byte) error {
 
 // header turns a list entry into a Header; an entry breaking the list form's rules says why,
 // for Validate to name.
-func (e headerEntry) header(raw json.RawMessage) Header {
+func (e HeaderEntry) header(raw json.RawMessage) Header {
 	var h Header
 	if e.Name != nil {
 		h.Name = *e.Name

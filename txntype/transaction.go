@@ -1,4 +1,4 @@
-package coord
+package txntype
 
 import (
 	"encoding/json"
@@ -145,3 +145,7 @@ type Event struct {
 // ValidID reports whether id can be a request id (Request.Validate's rule): a lookup by any
 // other string cannot find anything.
 func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// SQLGIDFor is the PostgreSQL gid of a global transaction on one database: gids are
+// server-wide, and two configured databases may share a server.
+func SQLGIDFor(gid, database string) string { return gid + "@" + database }

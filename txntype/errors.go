@@ -1,4 +1,4 @@
-package coord
+package txntype
 
 import (
 	"errors"
@@ -86,7 +86,7 @@ func (e *InvalidError) Error() string { return e.Field + ": " + e.Reason }
 // Is makes every InvalidError match ErrInvalidRequest.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalidRequest }
 
-func invalid(field, reason string) error { return &InvalidError{Field: field, Reason: reason} }
+func Invalid(field, reason string) error { return &InvalidError{Field: field, Reason: reason} }
 
 // Failure is a participant's refusal or breakdown, already classified by the participant's own
 // errors.go (kafkatxn.classify, sqltxn.classify).

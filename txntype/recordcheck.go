@@ -1,4 +1,4 @@
-package coord
+package txntype
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func (r *Record) check(field string, nSQL int) error {
 	}
 	if r.Timestamp != nil {
 		if err := r.Timestamp.parse(); err != nil {
-			return invalid(field+".timestamp", err.Error())
+			return Invalid(field+".timestamp", err.Error())
 		}
 	}
 	return nil
@@ -43,33 +43,33 @@ func (p *Payload) check(field string, nSQL int) error {
 		return nil
 	}
 	if p.Type == "" {
-		return invalid(field+".type", "required in a typed key or value: one of "+PayloadTypes)
+		return Invalid(field+".type", "required in a typed key or value: one of "+PayloadTypes)
 	}
 	if up := PayloadType(strings.ToLower(string(p.Type))); strings.ToUpper(string(up)) == string(p.Type) && up.known() {
 		p.Type = up // Confluent REST Proxy v3 writes the types in capitals (BINARY, JSON, AVRO)
 	}
 	if !p.Type.known() {
-		return invalid(field+".type", fmt.Sprintf("unknown type %q: one of %s", truncateText(string(p.Type), 40), PayloadTypes))
+		return Invalid(field+".type", fmt.Sprintf("unknown type %q: one of %s", truncateText(string(p.Type), 40), PayloadTypes))
 	}
 	hasData := len(p.Data) > 0
 	switch {
 	case hasData && p.From != "":
-		return invalid(field, `give either "data" or "from", not both`)
+		return Invalid(field, `give either "data" or "from", not both`)
 	case !hasData && p.From == "":
-		return invalid(field+".data", `required (or "from", naming a statement's result)`)
+		return Invalid(field+".data", `required (or "from", naming a statement's result)`)
 	}
 	if err := p.checkSchemaRef(field); err != nil {
 		return err
 	}
 	if p.From != "" {
 		if _, err := parseRef(p.From, nSQL); err != nil {
-			return invalid(field+".from", err.Error())
+			return Invalid(field+".from", err.Error())
 		}
 		return nil
 	}
 	b, err := pureBytes(p.Type, p.Data)
 	if err != nil {
-		return invalid(field+".data", err.Error())
+		return Invalid(field+".data", err.Error())
 	}
 	if !p.Type.Schema() {
 		p.Resolve(b)
@@ -109,25 +109,25 @@ func (p *Payload) checkSchemaRef(field string) error {
 	if !p.Type.Schema() {
 		switch {
 		case p.SchemaID != nil, p.Subject != "", p.Version != nil:
-			return invalid(field, fmt.Sprintf("schema_id, subject and version apply to avro, protobuf and jsonschema only, not %s", p.Type))
+			return Invalid(field, fmt.Sprintf("schema_id, subject and version apply to avro, protobuf and jsonschema only, not %s", p.Type))
 		case p.Message != "":
-			return invalid(field+".message", "applies to type protobuf only")
+			return Invalid(field+".message", "applies to type protobuf only")
 		}
 		return nil
 	}
 	switch {
 	case p.SchemaID != nil && p.Subject != "":
-		return invalid(field, "give either schema_id or subject, not both")
+		return Invalid(field, "give either schema_id or subject, not both")
 	case p.SchemaID == nil && p.Subject == "":
-		return invalid(field+".schema_id", fmt.Sprintf("type %s needs schema_id or subject", p.Type))
+		return Invalid(field+".schema_id", fmt.Sprintf("type %s needs schema_id or subject", p.Type))
 	case p.SchemaID != nil && *p.SchemaID <= 0:
-		return invalid(field+".schema_id", "must be a positive schema id")
+		return Invalid(field+".schema_id", "must be a positive schema id")
 	case p.Version != nil && p.Subject == "":
-		return invalid(field+".version", "applies with subject only")
+		return Invalid(field+".version", "applies with subject only")
 	case p.Version != nil && *p.Version <= 0:
-		return invalid(field+".version", "must be a positive version (leave it out for the latest)")
+		return Invalid(field+".version", "must be a positive version (leave it out for the latest)")
 	case p.Message != "" && p.Type != TypeProtobuf:
-		return invalid(field+".message", "applies to type protobuf only")
+		return Invalid(field+".message", "applies to type protobuf only")
 	}
 	return nil
 }
@@ -149,16 +149,16 @@ func (p *Payload) SchemaRef() SchemaRef {
 func (h *Header) check(field string, nSQL int) error {
 	switch {
 	case h.bad != "":
-		return invalid(field, h.bad)
+		return Invalid(field, h.bad)
 	case h.form == headerB64:
 		b, err := base64.StdEncoding.Strict().DecodeString(h.raw)
 		if err != nil {
-			return invalid(field+".value_b64", fmt.Sprintf("not standard base64 (RFC 4648, with padding): %v", err))
+			return Invalid(field+".value_b64", fmt.Sprintf("not standard base64 (RFC 4648, with padding): %v", err))
 		}
 		h.Value = b
 	case h.form == headerFrom:
 		if _, err := parseRef(h.From, nSQL); err != nil {
-			return invalid(field+".from", err.Error())
+			return Invalid(field+".from", err.Error())
 		}
 	}
 	return nil

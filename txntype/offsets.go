@@ -1,4 +1,4 @@
-package coord
+package txntype
 
 import (
 	"fmt"
@@ -63,29 +63,29 @@ func (o *OffsetCommit) validate(l Limits) error {
 	}
 	const f = "kafka_offsets"
 	if o.GroupID == "" {
-		return invalid(f+".group_id", "must not be empty")
+		return Invalid(f+".group_id", "must not be empty")
 	}
 	if len(o.GroupID) > maxGroupID || !printable(o.GroupID) {
-		return invalid(f+".group_id", fmt.Sprintf("must be 1-%d printable characters", maxGroupID))
+		return Invalid(f+".group_id", fmt.Sprintf("must be 1-%d printable characters", maxGroupID))
 	}
 	switch {
 	case o.GenerationID != nil && *o.GenerationID < -1:
-		return invalid(f+".generation_id", "must be -1 (unfenced) or a generation ≥ 0")
+		return Invalid(f+".generation_id", "must be -1 (unfenced) or a generation ≥ 0")
 	case o.Fenced() && o.MemberID == "":
-		return invalid(f+".member_id", "a fenced commit (generation_id ≥ 0) needs the member id of that generation")
+		return Invalid(f+".member_id", "a fenced commit (generation_id ≥ 0) needs the member id of that generation")
 	case !o.Fenced() && (o.MemberID != "" || o.GroupInstanceID != nil):
-		return invalid(f+".generation_id", "member_id and group_instance_id fence a commit only with its generation_id: give it, or neither")
+		return Invalid(f+".generation_id", "member_id and group_instance_id fence a commit only with its generation_id: give it, or neither")
 	case o.GroupInstanceID != nil && *o.GroupInstanceID == "":
-		return invalid(f+".group_instance_id", "must not be empty (null: a dynamic member)")
+		return Invalid(f+".group_instance_id", "must not be empty (null: a dynamic member)")
 	}
 	if len(o.MemberID) > maxGroupID || !printable(o.MemberID) {
-		return invalid(f+".member_id", fmt.Sprintf("must be at most %d printable characters", maxGroupID))
+		return Invalid(f+".member_id", fmt.Sprintf("must be at most %d printable characters", maxGroupID))
 	}
 	if len(o.Offsets) == 0 {
-		return invalid(f+".offsets", "must not be empty")
+		return Invalid(f+".offsets", "must not be empty")
 	}
 	if l.MaxRecords > 0 && len(o.Offsets) > l.MaxRecords {
-		return invalid(f+".offsets", fmt.Sprintf("%d offsets, at most %d allowed", len(o.Offsets), l.MaxRecords))
+		return Invalid(f+".offsets", fmt.Sprintf("%d offsets, at most %d allowed", len(o.Offsets), l.MaxRecords))
 	}
 	type tp struct {
 		topic     string
@@ -95,7 +95,7 @@ func (o *OffsetCommit) validate(l Limits) error {
 	for i, po := range o.Offsets {
 		field := f + ".offsets[" + strconv.Itoa(i) + "]"
 		if po.Topic == "" {
-			return invalid(field+".topic", "must not be empty")
+			return Invalid(field+".topic", "must not be empty")
 		}
 		// The allowlist of record topics applies to the offsets' topics too: a coordinator that
 		// may not write a topic may not move a group's position on it either.
@@ -103,17 +103,17 @@ func (o *OffsetCommit) validate(l Limits) error {
 			return err
 		}
 		if po.Partition < 0 {
-			return invalid(field+".partition", "must not be negative")
+			return Invalid(field+".partition", "must not be negative")
 		}
 		if po.Offset < 0 {
-			return invalid(field+".offset", "must not be negative (the next offset to read: the last processed + 1)")
+			return Invalid(field+".offset", "must not be negative (the next offset to read: the last processed + 1)")
 		}
 		if po.Metadata != nil && len(*po.Metadata) > MaxOffsetMetadata {
-			return invalid(field+".metadata", fmt.Sprintf("%d bytes, at most %d allowed (offset.metadata.max.bytes)", len(*po.Metadata), MaxOffsetMetadata))
+			return Invalid(field+".metadata", fmt.Sprintf("%d bytes, at most %d allowed (offset.metadata.max.bytes)", len(*po.Metadata), MaxOffsetMetadata))
 		}
 		k := tp{po.Topic, po.Partition}
 		if j, dup := seen[k]; dup {
-			return invalid(field, fmt.Sprintf("%s partition %d is given twice (also offsets[%d]): one offset per partition", po.Topic, po.Partition, j))
+			return Invalid(field, fmt.Sprintf("%s partition %d is given twice (also offsets[%d]): one offset per partition", po.Topic, po.Partition, j))
 		}
 		seen[k] = i
 	}

@@ -1,9 +1,10 @@
-package coord
+package txntype
 
 import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,6 +25,48 @@ type Request struct {
 	// Answer is when a commit is answered (decided.go); not part of the request's meaning: a
 	// retry that asks otherwise is the same request.
 	Answer AnswerMode `json:"-"`
+}
+
+// RequestBody is the JSON body of POST /v1/transactions as it is written; Request is what it
+// means (RequestBody.Request).
+type RequestBody struct {
+	ID        string      `json:"id"`
+	SQL       []Statement `json:"sql"`
+	Kafka     []Record    `json:"kafka"`
+	TimeoutMS *int64      `json:"timeout_ms"`
+	// KafkaOffsets: a consumer group's offsets, committed with the rest (OffsetCommit).
+	KafkaOffsets *OffsetCommit `json:"kafka_offsets"`
+	// Answer: "committed" (the default) or "decided" (AnswerDecided, D1).
+	Answer *string `json:"answer"`
+}
+
+// MinTimeoutMS is the smallest timeout_ms accepted: a smaller budget cannot even cover
+// writing the log.
+const MinTimeoutMS = int64(MinTimeout / time.Millisecond)
+
+// Request is the request the body asks for; a timeout_ms or answer that cannot be is an
+// *InvalidError naming it.
+func (b *RequestBody) Request() (Request, error) {
+	req := Request{ID: b.ID, SQL: b.SQL, Kafka: b.Kafka, KafkaOffsets: b.KafkaOffsets}
+	if b.Answer != nil {
+		mode, ok := ParseAnswerMode(*b.Answer)
+		if !ok {
+			return Request{}, &InvalidError{Field: "answer", Reason: fmt.Sprintf(
+				"must be \"committed\" (answered once every participant committed) or \"decided\" (answered once the decision is durable), not %q", *b.Answer)}
+		}
+		req.Answer = mode
+	}
+	if b.TimeoutMS != nil {
+		if *b.TimeoutMS < MinTimeoutMS {
+			return Request{}, &InvalidError{Field: "timeout_ms", Reason: fmt.Sprintf(
+				"must be at least %d milliseconds (a smaller budget cannot cover writing the log)", MinTimeoutMS)}
+		}
+		if *b.TimeoutMS > math.MaxInt64/int64(time.Millisecond) {
+			return Request{}, &InvalidError{Field: "timeout_ms", Reason: "too large"}
+		}
+		req.Timeout = time.Duration(*b.TimeoutMS) * time.Millisecond
+	}
+	return req, nil
 }
 
 // AnswerMode is when a request that commits is answered.
@@ -98,19 +141,19 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // knownDB reports whether a database name is configured.
 func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 	if r.ID != "" && !idPattern.MatchString(r.ID) {
-		return invalid("id", "must be 1-128 characters of [A-Za-z0-9._:-]")
+		return Invalid("id", "must be 1-128 characters of [A-Za-z0-9._:-]")
 	}
 	if len(r.SQL) == 0 && len(r.Kafka) == 0 && r.KafkaOffsets == nil {
-		return invalid("sql", "at least one of sql and kafka must be non-empty")
+		return Invalid("sql", "at least one of sql and kafka must be non-empty")
 	}
 	if l.MaxStatements > 0 && len(r.SQL) > l.MaxStatements {
-		return invalid("sql", fmt.Sprintf("%d statements, at most %d allowed", len(r.SQL), l.MaxStatements))
+		return Invalid("sql", fmt.Sprintf("%d statements, at most %d allowed", len(r.SQL), l.MaxStatements))
 	}
 	if l.MaxRecords > 0 && len(r.Kafka) > l.MaxRecords {
-		return invalid("kafka", fmt.Sprintf("%d records, at most %d allowed", len(r.Kafka), l.MaxRecords))
+		return Invalid("kafka", fmt.Sprintf("%d records, at most %d allowed", len(r.Kafka), l.MaxRecords))
 	}
 	if r.Timeout != 0 && r.Timeout < MinTimeout || (l.MaxTimeout > 0 && r.Timeout > l.MaxTimeout) {
-		return invalid("timeout_ms", fmt.Sprintf("must be between %d and %d", MinTimeout.Milliseconds(), l.MaxTimeout.Milliseconds()))
+		return Invalid("timeout_ms", fmt.Sprintf("must be between %d and %d", MinTimeout.Milliseconds(), l.MaxTimeout.Milliseconds()))
 	}
 	ran := map[string]bool{} // databases with a statement that is no isolation level
 	for i := range r.SQL {
@@ -120,19 +163,19 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 			s.Database = DefaultDatabase
 		}
 		if !knownDB(s.Database) {
-			return invalid(field+".database", fmt.Sprintf("unknown database %q", s.Database))
+			return Invalid(field+".database", fmt.Sprintf("unknown database %q", s.Database))
 		}
 		if err := l.resolveStatement(field, s); err != nil {
 			return err
 		}
 		if strings.TrimSpace(s.Statement) == "" {
-			return invalid(field+".statement", "must not be empty")
+			return Invalid(field+".statement", "must not be empty")
 		}
 		// I13: nothing a client sends can end, prepare or split the transaction it runs in,
 		// outlive it as session state, or reach the coordinator's own tables. PostgreSQL's own
 		// grammar decides (sqlpolicy); sqltxn keeps a protocol-level guard behind it.
 		if err := sqlpolicy.Check(s.Statement, sqlpolicy.Options{Confined: l.ConfinedSQL}); err != nil {
-			return invalid(field+".statement", err.Error())
+			return Invalid(field+".statement", err.Error())
 		}
 		// PostgreSQL takes an isolation level only before the transaction's first query: the
 		// participant runs the ones that lead a database's statements before its own.
@@ -140,12 +183,12 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 		case !sqlpolicy.SetsIsolation(s.Statement):
 			ran[s.Database] = true
 		case ran[s.Database]:
-			return invalid(field+".statement", fmt.Sprintf("it sets the isolation level (or DEFERRABLE), which PostgreSQL takes only "+
+			return Invalid(field+".statement", fmt.Sprintf("it sets the isolation level (or DEFERRABLE), which PostgreSQL takes only "+
 				"before the transaction's first query: put it before the other statements on database %q", s.Database))
 		}
 		for j, a := range s.Args {
 			if !isScalar(a) {
-				return invalid(fmt.Sprintf("%s.args[%d]", field, j), "must be a string, number, boolean or null")
+				return Invalid(fmt.Sprintf("%s.args[%d]", field, j), "must be a string, number, boolean or null")
 			}
 		}
 	}
@@ -156,13 +199,13 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 			return err
 		}
 		if rec.Topic == "" {
-			return invalid(field+".topic", "must not be empty")
+			return Invalid(field+".topic", "must not be empty")
 		}
 		if err := l.allowTopic(field, rec.Topic); err != nil {
 			return err
 		}
 		if rec.Partition != nil && *rec.Partition < 0 {
-			return invalid(field+".partition", "must not be negative")
+			return Invalid(field+".partition", "must not be negative")
 		}
 	}
 	return r.KafkaOffsets.validate(l)

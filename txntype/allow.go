@@ -1,4 +1,4 @@
-package coord
+package txntype
 
 import (
 	"fmt"
@@ -50,19 +50,19 @@ var topicChars = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 func (l Limits) resolveStatement(field string, s *Statement) error {
 	if len(l.Statements) == 0 {
 		if s.Name != "" {
-			return invalid(field+".name", "this coordinator has no named statements configured (COORDINATOR_STATEMENTS); send the SQL text as statement")
+			return Invalid(field+".name", "this coordinator has no named statements configured (COORDINATOR_STATEMENTS); send the SQL text as statement")
 		}
 		return nil
 	}
 	if s.Statement != "" {
-		return invalid(field+".statement", `SQL text is not accepted here: this coordinator runs only its configured statements; refer to one by name ({"name": "...", "args": [...]})`)
+		return Invalid(field+".statement", `SQL text is not accepted here: this coordinator runs only its configured statements; refer to one by name ({"name": "...", "args": [...]})`)
 	}
 	if s.Name == "" {
-		return invalid(field+".name", "must name one of the configured statements")
+		return Invalid(field+".name", "must name one of the configured statements")
 	}
 	text, ok := l.Statements[s.Name]
 	if !ok {
-		return invalid(field+".name", fmt.Sprintf("unknown statement %q", s.Name))
+		return Invalid(field+".name", fmt.Sprintf("unknown statement %q", s.Name))
 	}
 	s.Statement, s.Name = text, ""
 	return nil
@@ -73,7 +73,7 @@ func (l Limits) resolveStatement(field string, s *Statement) error {
 // the allowlist. field is "kafka[i]".
 func (l Limits) allowTopic(field, topic string) error {
 	if !topicChars.MatchString(topic) || topic == "." || topic == ".." {
-		return invalid(field+".topic", "not a Kafka topic name: 1-249 characters of [A-Za-z0-9._-], not \".\" or \"..\"")
+		return Invalid(field+".topic", "not a Kafka topic name: 1-249 characters of [A-Za-z0-9._-], not \".\" or \"..\"")
 	}
 	if len(l.Topics) == 0 {
 		return nil
@@ -83,5 +83,5 @@ func (l Limits) allowTopic(field, topic string) error {
 			return nil
 		}
 	}
-	return invalid(field+".topic", fmt.Sprintf("topic %q is not allowed on this coordinator (COORDINATOR_TOPICS)", topic))
+	return Invalid(field+".topic", fmt.Sprintf("topic %q is not allowed on this coordinator (COORDINATOR_TOPICS)", topic))
 }
