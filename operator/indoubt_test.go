@@ -26,6 +26,7 @@ func (nothingInFlight) TakeQuarantined(string) (string, bool) { return "", false
 
 type deskEnv struct {
 	d      *Desk
+	admin  *pgx.Conn
 	log    *txlog.Log
 	sql    *sqltxn.Databases
 	schema string
@@ -60,7 +61,7 @@ func newDeskEnv(t *testing.T) *deskEnv {
 	require.NoError(t, err)
 	loop := recovery.New(recovery.Config{Instance: "a", GIDPrefix: schema, MarkerAge: time.Millisecond}, nil, log, sql, nil, nothingInFlight{})
 	d := New(Config{Instance: "a", GIDPrefix: schema, Log: log, SQL: sql, Coord: nothingInFlight{}, Loop: loop})
-	return &deskEnv{d: d, log: log, sql: sql, schema: schema, epoch: epoch}
+	return &deskEnv{d: d, admin: admin, log: log, sql: sql, schema: schema, epoch: epoch}
 }
 
 // shared runs n requests' inserts in one shared transaction, prepared, and returns its gid and
