@@ -104,15 +104,15 @@ func (s *Server) lookup(r *http.Request) (*txntype.Transaction, error) {
 // retryTransaction runs the recovery rules for one transaction now and returns it.
 func (s *Server) retryTransaction(w http.ResponseWriter, r *http.Request) error {
 	return s.adminAct(w, r, "retry", func(ctx context.Context, gid, _ string) (*txntype.Transaction, error) {
-		return s.recovery.Resolve(ctx, gid)
+		return s.operator.Retry(ctx, gid)
 	})
 }
 
-// abortTransaction aborts one transaction where that cannot break atomicity (recovery.Abort);
+// abortTransaction aborts one transaction where that cannot break atomicity (operator.Desk.Abort);
 // elsewhere it answers 409 saying why.
 func (s *Server) abortTransaction(w http.ResponseWriter, r *http.Request) error {
 	return s.adminAct(w, r, "abort", func(ctx context.Context, gid, reason string) (*txntype.Transaction, error) {
-		return s.recovery.Abort(ctx, gid, who(r), reason)
+		return s.operator.Abort(ctx, gid, who(r), reason)
 	})
 }
 
@@ -160,7 +160,7 @@ func (s *Server) resolveTransaction(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	a := txlog.AdminAction{Action: "resolve", By: who(r), Reason: req.Reason, Outcome: outcome, Previous: t.State}
-	t, err = s.recovery.ResolveHeuristic(r.Context(), t.GID, outcome, a)
+	t, err = s.operator.Resolve(r.Context(), t.GID, outcome, a)
 	if err == nil {
 		// Recorded with the state change, in the same statement.
 		return s.writeTransaction(w, r, http.StatusOK, t)

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kpgtx/coordinator/recovery"
+	"github.com/kpgtx/coordinator/operator"
 	"github.com/kpgtx/coordinator/txlog"
 	"github.com/kpgtx/coordinator/txntype"
 )
@@ -18,7 +18,7 @@ import (
 const stateInDoubt = "in-doubt"
 
 type inDoubtResponse struct {
-	Transactions []*recovery.InDoubtEntry `json:"transactions"`
+	Transactions []*operator.InDoubtEntry `json:"transactions"`
 	Next         string                   `json:"next,omitempty"`
 	// Warnings name the sources that could not be read: the view is partial.
 	Warnings []string `json:"warnings,omitempty"`
@@ -60,11 +60,11 @@ func (s *Server) listInDoubt(w http.ResponseWriter, r *http.Request, olderThan t
 		}
 		afterAt, afterKey = at, key
 	}
-	view, err := s.recovery.InDoubt(r.Context())
+	view, err := s.operator.InDoubt(r.Context())
 	if err != nil {
 		return err
 	}
-	resp := inDoubtResponse{Transactions: []*recovery.InDoubtEntry{}, Warnings: view.Warnings}
+	resp := inDoubtResponse{Transactions: []*operator.InDoubtEntry{}, Warnings: view.Warnings}
 	for _, e := range view.Entries {
 		if olderThan > 0 && e.AgeSeconds < olderThan.Seconds() {
 			continue

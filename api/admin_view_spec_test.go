@@ -3,7 +3,7 @@ package api
 import (
 	"testing"
 
-	"github.com/kpgtx/coordinator/recovery"
+	"github.com/kpgtx/coordinator/operator"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -28,7 +28,7 @@ func TestInDoubtEnumsMatchSpec(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal(OpenAPI, &doc))
 	entry, ok := doc.Components.Schemas["InDoubtEntry"]
 	require.True(t, ok, "InDoubtEntry schema")
-	assert.ElementsMatch(t, []string{recovery.IssueInDoubt, recovery.IssueHeuristic, recovery.IssueOrphan, recovery.IssueLeftover, recovery.IssueKafkaOpen, recovery.IssueHanging},
+	assert.ElementsMatch(t, []string{operator.IssueInDoubt, operator.IssueHeuristic, operator.IssueOrphan, operator.IssueLeftover, operator.IssueKafkaOpen, operator.IssueHanging},
 		entry.Properties["issue"].Enum)
-	assert.ElementsMatch(t, []string{recovery.SourceLog, recovery.SourcePostgres, recovery.SourceKafka}, entry.Properties["sources"].Items.Enum)
+	assert.ElementsMatch(t, []string{operator.SourceLog, operator.SourcePostgres, operator.SourceKafka}, entry.Properties["sources"].Items.Enum)
 }

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kpgtx/coordinator/api"
+	"github.com/kpgtx/coordinator/operator"
 )
 
 // TestHistorySeriesInSpec: every series GET /v1/history answers is in the spec, and the spec
@@ -43,7 +44,7 @@ func TestHistorySeriesInSpec(t *testing.T) {
 // TestHistoryAndHangingWithoutTheirSources: without a sampler the history is empty with every
 // series present; without Kafka nothing hangs.
 func TestHistoryAndHangingWithoutTheirSources(t *testing.T) {
-	h := api.NewServer(api.Config{}, api.Deps{}).Handler()
+	h := api.NewServer(api.Config{}, api.Deps{Operator: operator.New(operator.Config{})}).Handler()
 	for _, c := range []struct {
 		path string
 		want map[string]any

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/kpgtx/coordinator/operator"
 	"github.com/kpgtx/coordinator/txntype"
 )
 
@@ -22,6 +23,8 @@ var (
 	errCrossOrigin = errors.New("cross-origin request refused")
 	// errMetricsDisabled: the server was built without metrics (metrics.go, 404).
 	errMetricsDisabled = errors.New("metrics are not enabled")
+	// errNotReady: a readiness check failed (health.go, 503); the body names the failing checks.
+	errNotReady = errors.New("not ready")
 )
 
 // refusal is an error of the HTTP layer said as its message, whose sentinel chooses the status
@@ -53,10 +56,18 @@ var statusTable = []struct {
 	{errForbidden, http.StatusForbidden, "forbidden"},
 	{errCrossOrigin, http.StatusForbidden, "cross_origin"},
 	{errMetricsDisabled, http.StatusNotFound, "not_found"},
+	{errNotReady, http.StatusServiceUnavailable, "not_ready"},
 	{txntype.ErrInvalidRequest, http.StatusBadRequest, "invalid_request"},
 	{txntype.ErrIDConflict, http.StatusUnprocessableEntity, "id_conflict"},
 	{txntype.ErrNotFound, http.StatusNotFound, "not_found"},
 	{txntype.ErrAborted, http.StatusConflict, "aborted"},
+	// The operator's refusals (operator/errors.go) wrap txntype.ErrNotAllowed: the same class.
+	{operator.ErrNotAbortable, http.StatusConflict, "not_allowed"},
+	{operator.ErrHeuristic, http.StatusConflict, "not_allowed"},
+	{operator.ErrNotHeuristic, http.StatusConflict, "not_allowed"},
+	{operator.ErrInFlight, http.StatusConflict, "not_allowed"},
+	{operator.ErrInstanceAlive, http.StatusConflict, "not_allowed"},
+	{operator.ErrMovedOn, http.StatusConflict, "not_allowed"},
 	{txntype.ErrNotAllowed, http.StatusConflict, "not_allowed"},
 	{txntype.ErrInDoubt, http.StatusAccepted, "in_doubt"},
 	{txntype.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
@@ -74,3 +85,12 @@ func statusOf(err error) (int, string) {
 	}
 	return http.StatusInternalServerError, "internal"
 }
+
+// retryLater reports whether an answer of this status may be sent again as is, after a pause
+// (Retry-After): nothing was left prepared.
+func retryLater(status int) bool {
+	return status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests
+}
+
+// serverError reports whether the status is the server's fault (a span in error, a log line).
+func serverError(status int) bool { return status >= http.StatusInternalServerError }

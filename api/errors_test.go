@@ -3,11 +3,22 @@ package api
 import (
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/constant"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 
-	"github.com/kpgtx/coordinator/txntype"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kpgtx/coordinator/operator"
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 func TestStatusOf(t *testing.T) {
@@ -37,6 +48,13 @@ func TestStatusOf(t *testing.T) {
 		{"in doubt", txntype.ErrInDoubt, http.StatusAccepted, "in_doubt"},
 		{"not allowed", txntype.ErrNotAllowed, http.StatusConflict, "not_allowed"},
 		{"not allowed wrapped", fmt.Errorf("%w: prepared: Kafka decides", txntype.ErrNotAllowed), http.StatusConflict, "not_allowed"},
+		{"not abortable", fmt.Errorf("%w: committing", operator.ErrNotAbortable), http.StatusConflict, "not_allowed"},
+		{"heuristic", fmt.Errorf("%w: r1 ended heuristic", operator.ErrHeuristic), http.StatusConflict, "not_allowed"},
+		{"not heuristic", fmt.Errorf("%w: r1 is prepared", operator.ErrNotHeuristic), http.StatusConflict, "not_allowed"},
+		{"in flight", fmt.Errorf("%w: r1 is in flight", operator.ErrInFlight), http.StatusConflict, "not_allowed"},
+		{"instance alive", fmt.Errorf("%w: r1 belongs to instance b", operator.ErrInstanceAlive), http.StatusConflict, "not_allowed"},
+		{"moved on", fmt.Errorf("%w: r1 was resolved meanwhile", operator.ErrMovedOn), http.StatusConflict, "not_allowed"},
+		{"not ready", errNotReady, http.StatusServiceUnavailable, "not_ready"},
 		{"unavailable", txntype.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 		{"outcome aborted", &txntype.OutcomeError{Sentinel: txntype.ErrAborted}, http.StatusConflict, "aborted"},
 		{"outcome aborted with cause", &txntype.OutcomeError{Sentinel: txntype.ErrAborted, Cause: errors.New("23505"), Txn: &txntype.Transaction{ID: "r1"}}, http.StatusConflict, "aborted"},
@@ -76,4 +94,62 @@ func TestStatusTableUnique(t *testing.T) {
 		assert.Equal(t, e.status, status, "%v", e.err)
 		assert.Equal(t, e.class, class, "%v", e.err)
 	}
+}
+
+// An operator's refusal reads as it always has: txntype.ErrNotAllowed's text, then why.
+func TestOperatorRefusalMessage(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("%w: r1 is committed: there is nothing to abort", operator.ErrNotAbortable)
+	assert.Equal(t, txntype.ErrNotAllowed.Error()+": r1 is committed: there is nothing to abort", err.Error())
+	assert.ErrorIs(t, err, txntype.ErrNotAllowed)
+}
+
+// Every error status of the API comes from its one table (statusTable): no 4xx or 5xx status
+// constant of net/http appears in any other file of the package. Success statuses may.
+func TestErrorStatusesOnlyInTable(t *testing.T) {
+	t.Parallel()
+	httpPkg, err := importer.Default().Import("net/http")
+	require.NoError(t, err)
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	checked := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") || name == "errors.go" {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		checked++
+		http := ""
+		for _, imp := range f.Imports {
+			if imp.Path.Value == `"net/http"` {
+				http = "http"
+				if imp.Name != nil {
+					http = imp.Name.Name
+				}
+			}
+		}
+		if http == "" {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok || !strings.HasPrefix(sel.Sel.Name, "Status") {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); !ok || x.Name != http {
+				return true
+			}
+			c, ok := httpPkg.Scope().Lookup(sel.Sel.Name).(*types.Const)
+			if !ok {
+				return true // http.StatusText, a function
+			}
+			code, _ := constant.Int64Val(c.Val())
+			assert.False(t, code >= 400, "%s: http.%s (%d) outside errors.go: give it a sentinel in statusTable",
+				fset.Position(sel.Pos()), sel.Sel.Name, code)
+			return true
+		})
+	}
+	require.Positive(t, checked, "the package's files were read")
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/history"
 	"github.com/kpgtx/coordinator/kafkatxn"
+	"github.com/kpgtx/coordinator/operator"
 	"github.com/kpgtx/coordinator/recovery"
 	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txlog"
@@ -42,9 +43,6 @@ type Config struct {
 	MaxBodyMemory int64
 	Logger        *slog.Logger
 	Tokens        []Token // bearer tokens (auth.go); none: the API is open
-	// InstanceLease is the recovery loop's lease (COORDINATOR_INSTANCE_LEASE), which GET
-	// /v1/status compares heartbeats with; 0: not reported.
-	InstanceLease time.Duration
 	// Tracer opens every request's span (trace.go); nil: no traces.
 	Tracer trace.Tracer
 }
@@ -55,6 +53,7 @@ type Deps struct {
 	Coord    *coord.Coordinator
 	Log      *txlog.Log
 	Recovery *recovery.Loop
+	Operator *operator.Desk // the operator's views and actions (admin.go, admin_view.go, console_*.go)
 	SQL      *sqltxn.Databases
 	Kafka    *kafkatxn.Pool
 	Metrics  Metrics          // metrics.go: /metrics and request metrics; nil: none
@@ -67,6 +66,7 @@ type Server struct {
 	coord    *coord.Coordinator
 	log      *txlog.Log
 	recovery *recovery.Loop
+	operator *operator.Desk
 	deps     Deps
 
 	inFlight   atomic.Int64 // requests being served (limits.go)
@@ -82,7 +82,7 @@ func NewServer(cfg Config, d Deps) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Server{cfg: cfg, coord: d.Coord, log: d.Log, recovery: d.Recovery, deps: d,
+	return &Server{cfg: cfg, coord: d.Coord, log: d.Log, recovery: d.Recovery, operator: d.Operator, deps: d,
 		refusalLog: newLogLimiter(10, 10*time.Second)}
 }
 
@@ -123,7 +123,7 @@ func (s *Server) handle(h func(w http.ResponseWriter, r *http.Request) error) ht
 // of the API, from handlers and middlewares alike, is written here.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, class := statusOf(err)
-	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+	if retryLater(status) {
 		// Nothing was left prepared: the same request may be sent again, after a pause.
 		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
@@ -138,7 +138,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &ie) {
 		body.Error.Field, body.Error.Message = ie.Field, ie.Reason
 	}
-	if status >= 500 {
+	if serverError(status) {
 		s.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "error", err)
 	}
 	writeJSON(w, status, body)

@@ -103,7 +103,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if len(body.Failed) > 0 {
 		sort.Strings(body.Failed)
 		body.Status = "not_ready"
-		status = http.StatusServiceUnavailable
+		status, _ = statusOf(errNotReady)
 		s.cfg.Logger.Warn("not ready", "failed", body.Failed)
 	}
 	w.Header().Set("Cache-Control", "no-store")

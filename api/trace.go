@@ -50,7 +50,7 @@ func (s *Server) traced() func(http.Handler) http.Handler {
 				span.SetName(r.Method + " " + rc.RoutePattern())
 				span.SetAttributes(attrRoute.String(rc.RoutePattern()))
 			}
-			if status >= http.StatusInternalServerError {
+			if serverError(status) {
 				span.SetStatus(codes.Error, http.StatusText(status))
 			}
 		})

@@ -3,11 +3,9 @@
 // prepared transactions, deletes marker rows that no longer prove anything, and takes over the
 // in-doubt transactions of dead coordinator instances.
 //
-// An operator can act on one transaction (retry.go; POST /v1/transactions/{id}/retry, /abort,
-// /resolve): retry applies the rules below at once; abort is granted only where it cannot break
-// atomicity (active, or prepared once Kafka no longer has it open and its outcome is aborted);
-// resolve records an operator's decision on a heuristic row. A row of another instance is
-// touched only while that instance's lock is free, as in a takeover.
+// What an operator sees (the in-doubt, hanging and status views) and can do (retry, abort,
+// resolve one transaction) is package operator: it reads this loop's counters and decisions
+// and drives its resolving machinery (Loop.ResolveOne, LockFor) for one row at a time.
 //
 // # State Model
 //

@@ -118,8 +118,8 @@ func unexplained(h kafkatxn.Hanging, txns []txlog.PartitionTxn) bool {
 
 // HangingPlan is what the recovery loop's next pass does about a hanging transaction, given the
 // log's evidence: write the COMMIT marker (commit) or the ABORT marker when status is "",
-// otherwise nothing yet, for the reason in note (status waiting or cannot_repair). The console's
-// hanging page shows it.
+// otherwise nothing yet, for the reason in note (status waiting or cannot_repair). The operator's
+// hanging view shows it (operator.Desk.Hanging).
 func HangingPlan(h kafkatxn.Hanging, ev HangingEvidence) (commit bool, status, note string) {
 	return hangingDecision(h, ev)
 }

@@ -177,6 +177,9 @@ func (l *Loop) Trigger() {
 	}
 }
 
+// Instance is the id of the instance this loop resolves for.
+func (l *Loop) Instance() string { return l.cfg.Instance }
+
 // Passes and Failures count passes and failed passes since start.
 func (l *Loop) Passes() int64   { return l.passes.Load() }
 func (l *Loop) Failures() int64 { return l.failures.Load() }

@@ -102,11 +102,11 @@ func (o *Owner) Close(ctx context.Context) {
 	}
 }
 
-// lockFor takes another instance's lock on a connection of its own (a takeover, an operator
+// LockFor takes another instance's lock on a connection of its own (a takeover, an operator
 // acting on that instance's row) and bumps that instance's epoch, so that the instance, should
 // it still be running without its lock, writes nothing more. free=false: the instance runs.
 // Closing the returned owner releases the lock.
-func lockFor(ctx context.Context, dsn, instance string) (o *Owner, free bool, err error) {
+func LockFor(ctx context.Context, dsn, instance string) (o *Owner, free bool, err error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return nil, false, fmt.Errorf("instance lock of %q: %w", instance, err)

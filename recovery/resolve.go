@@ -24,12 +24,15 @@ const resolveTimeout = 30 * time.Second
 // state, and returns its transactional id to the pool (I1). A failed attempt is recorded with
 // its error and the next attempt is scheduled after backoff.
 func (l *Loop) resolve(ctx context.Context, t *txntype.Transaction, own bool) error {
-	return l.resolveWith(ctx, t, own, nil)
+	return l.ResolveOne(ctx, t, own, nil)
 }
 
-// resolveWith is resolve with a hook that may reword the outcome's error detail before it is
-// logged (an operator's abort says who aborted it; retry.go).
-func (l *Loop) resolveWith(ctx context.Context, t *txntype.Transaction, own bool,
+// ResolveOne is resolve with a hook that may reword the outcome's error detail before it is
+// logged (an operator's abort says who aborted it). The operator's actions (operator.Desk) call
+// it once they have made sure that no live process works on t (I8, I9); own: t is this
+// instance's, whose transactional id goes back to its pool. A row that moved on meanwhile
+// returns an error wrapping txntype.ErrMovedOn.
+func (l *Loop) ResolveOne(ctx context.Context, t *txntype.Transaction, own bool,
 	reword func(txntype.State, *txntype.ErrorDetail) *txntype.ErrorDetail) (err error) {
 	ctx, span := coord.StartSpan(ctx, SpanResolve)
 	coord.TransactionAttrs(span, t)

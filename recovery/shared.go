@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txntype"
 )
 
@@ -49,7 +48,7 @@ func (l *Loop) sharedOrphans(ctx context.Context, db string, prepared map[string
 	var errs error
 	for _, g := range gids {
 		age := ages[g]
-		if l.young(g, age) {
+		if l.SharedYoung(g, age) {
 			continue
 		}
 		reg, ok := regs[g]
@@ -59,7 +58,7 @@ func (l *Loop) sharedOrphans(ctx context.Context, db string, prepared map[string
 				continue
 			}
 		}
-		commit, decided, err := l.sharedDecision(ctx, reg.Members)
+		commit, decided, err := l.SharedDecision(ctx, reg.Members)
 		if err != nil || !decided {
 			errs = errors.Join(errs, err)
 			continue
@@ -80,21 +79,21 @@ func (l *Loop) sharedOrphans(ctx context.Context, db string, prepared map[string
 	return errs
 }
 
-// young reports whether an unnamed shared gid may still belong to a live batch (S3): one of
+// SharedYoung reports whether an unnamed shared gid may still belong to a live batch (S3): one of
 // this process in flight, or, for another instance's, one younger than orphanAge. This
 // instance's own gid that no batch of this process runs has no live batch: another process of
 // the same instance would hold its lock, and its late prepared write meets the tombstone.
-func (l *Loop) young(g string, age time.Duration) bool {
+func (l *Loop) SharedYoung(g string, age time.Duration) bool {
 	if l.coord.InFlight(globalGID(g)) {
 		return true
 	}
 	return txntype.SharedGIDInstance(l.cfg.GIDPrefix, g) != l.cfg.Instance && age < l.orphanAge
 }
 
-// sharedDecision is how a shared transaction with these members ends, once known: no members
+// SharedDecision is how a shared transaction with these members ends, once known: no members
 // (a tombstone): rolled back; every member committed: committed; every member aborted: rolled
 // back. Anything else is left to the members' own resolution (decided=false).
-func (l *Loop) sharedDecision(ctx context.Context, members []string) (commit, decided bool, err error) {
+func (l *Loop) SharedDecision(ctx context.Context, members []string) (commit, decided bool, err error) {
 	if len(members) == 0 {
 		return false, true, nil
 	}
@@ -148,62 +147,9 @@ func (l *Loop) sharedMarkers(ctx context.Context, gids []string) (del, rest []st
 			del = append(del, g)
 			continue
 		}
-		if commit, decided, err := l.sharedDecision(ctx, reg.Members); err == nil && decided && commit {
+		if commit, decided, err := l.SharedDecision(ctx, reg.Members); err == nil && decided && commit {
 			del = append(del, g)
 		}
 	}
 	return del, rest, nil
-}
-
-// sharedInDoubt places the shared prepared transactions in the in-doubt view: one that names
-// members listed there is shown with each of them (its work is theirs); one whose members are
-// all final is a leftover the sweep finishes their way; one no registration names (or a
-// tombstone) is an orphan the sweep rolls back, once it is neither in flight here nor young
-// (S3). Others belong to members in flight or still young in another instance.
-func (l *Loop) sharedInDoubt(ctx context.Context, now time.Time, prepared []sqltxn.PreparedXact, byGID map[string]*InDoubtEntry) ([]*InDoubtEntry, error) {
-	if len(prepared) == 0 {
-		return nil, nil
-	}
-	gids := make([]string, len(prepared))
-	for i, p := range prepared {
-		gids[i] = p.GID
-	}
-	regs, err := l.log.SharedGIDs(ctx, gids)
-	if err != nil {
-		return nil, err
-	}
-	var out []*InDoubtEntry
-	for _, p := range prepared {
-		global := globalGID(p.GID)
-		reg := regs[p.GID]
-		listed := false
-		for _, m := range reg.Members {
-			if e := byGID[m]; e != nil {
-				e.addPostgres(p)
-				listed = true
-			}
-		}
-		if listed {
-			continue
-		}
-		e := &InDoubtEntry{ID: global, GID: global, Key: global, Issue: IssueOrphan, Since: p.PreparedAt}
-		if len(reg.Members) > 0 {
-			commit, decided, err := l.sharedDecision(ctx, reg.Members)
-			if err != nil {
-				return nil, err
-			}
-			if !decided {
-				continue // its members are in flight, young elsewhere, or moved on meanwhile
-			}
-			e.Issue, e.State = IssueLeftover, txntype.StateAborted
-			if commit {
-				e.State = txntype.StateCommitted
-			}
-		} else if l.young(p.GID, now.Sub(p.PreparedAt)) {
-			continue // its batch may still be on its way to its prepared write
-		}
-		e.addPostgres(p)
-		out = append(out, e)
-	}
-	return out, nil
 }

@@ -217,36 +217,6 @@ func TestStrayOwnGIDOfSharedRowRolledBack(t *testing.T) {
 	assert.Equal(t, []string{"stray-0", "stray-1"}, e.ids(t), "the stray copy was rolled back")
 }
 
-// The in-doubt view: a shared prepared transaction that no row names is an orphan (the sweep
-// rolls it back), and one whose members are in doubt is shown under each of them.
-func TestSharedInDoubtView(t *testing.T) {
-	t.Parallel()
-	e := newSharedEnv(t)
-	ctx := context.Background()
-	orphan, _ := e.prepare(t, "lost", 2)
-	named, ts := e.prepare(t, "named", 2)
-	require.NoError(t, e.logPrepared(t, named, ts))
-
-	v, err := e.l.InDoubt(ctx)
-	require.NoError(t, err)
-	byKey := map[string]*InDoubtEntry{}
-	for _, en := range v.Entries {
-		byKey[en.Key] = en
-	}
-	o := byKey[globalGID(orphan)]
-	require.NotNil(t, o, "the unnamed shared transaction is listed; entries %v", v.Entries)
-	assert.Equal(t, IssueOrphan, o.Issue)
-	require.Len(t, o.Postgres, 1)
-	assert.Equal(t, orphan, o.Postgres[0].GID)
-	assert.Nil(t, byKey[globalGID(named)], "a named shared transaction is not an entry of its own")
-	for _, tr := range ts {
-		en := byKey[tr.GID]
-		require.NotNil(t, en, "member %s is listed", tr.GID)
-		require.Len(t, en.Postgres, 1, "member %s shows the shared transaction holding its work", tr.GID)
-		assert.Equal(t, named, en.Postgres[0].GID)
-	}
-}
-
 // A registered shared transaction whose registration cannot be read (a cut connection, here a
 // registry that is not there) is left alone: it has no log row of its own, and the plain orphan
 // rule would roll it back while its members are logged prepared.

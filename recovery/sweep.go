@@ -167,7 +167,7 @@ func (l *Loop) reinitFor(ctx context.Context, o *Owner, instance string, ids []s
 
 // takeover (I8): an instance silent for longer than the lease whose lock is free is dead (or
 // alive without its lock). Its lock is taken on a connection of its own and its epoch bumped
-// (lockFor), so that a process still running under that id writes nothing more; then its
+// (LockFor), so that a process still running under that id writes nothing more; then its
 // in-doubt transactions are claimed and resolved here (active ones only once older than
 // TakeoverGuard), then its transactional ids are re-initialised (aborting what it left open).
 // Holding its lock meanwhile keeps it from restarting halfway.
@@ -187,7 +187,7 @@ func (l *Loop) takeover(ctx context.Context, st *Stats) error {
 		if in.Silent < l.cfg.Lease {
 			continue
 		}
-		o, free, err := lockFor(ctx, l.cfg.DSN, in.ID)
+		o, free, err := LockFor(ctx, l.cfg.DSN, in.ID)
 		if err != nil || !free {
 			errs = errors.Join(errs, err)
 			continue

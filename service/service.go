@@ -22,6 +22,7 @@ import (
 	"github.com/kpgtx/coordinator/history"
 	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/metrics"
+	"github.com/kpgtx/coordinator/operator"
 	"github.com/kpgtx/coordinator/recovery"
 	"github.com/kpgtx/coordinator/retention"
 	"github.com/kpgtx/coordinator/sqltxn"
@@ -38,6 +39,9 @@ type Service struct {
 	Coord    *coord.Coordinator
 	API      *api.Server
 	Recovery *recovery.Loop
+	// Operator is what an operator sees and can do (the in-doubt, hanging and status views; retry,
+	// abort, resolve).
+	Operator *operator.Desk
 	// Retention removes expired final rows from the log (COORDINATOR_RETENTION).
 	Retention *retention.Service
 	Metrics   *metrics.Metrics // the service's own registry, served at /metrics
@@ -212,11 +216,23 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		logger.Warn("startup recovery pass incomplete; the loop retries", "error", err,
 			"resolved", st.Resolved, "failed", st.Failed)
 	}
+	s.Operator = operator.New(operator.Config{
+		Instance:      cfg.Instance,
+		GIDPrefix:     cfg.GIDPrefix,
+		DSN:           cfg.DatabaseURL,
+		InstanceLease: cfg.InstanceLease,
+		Log:           s.Log,
+		SQL:           s.SQL,
+		Kafka:         s.Kafka,
+		Coord:         s.Coord,
+		Loop:          s.Recovery,
+		Logger:        logger,
+	})
 	s.History = history.New(s.Metrics.Registry(), history.Options{Interval: o.historyInterval, Logger: logger})
 	s.API = api.NewServer(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
-		MaxBodyMemory: cfg.MaxBodyMemory, Logger: logger, Tokens: cfg.Tokens, InstanceLease: cfg.InstanceLease,
+		MaxBodyMemory: cfg.MaxBodyMemory, Logger: logger, Tokens: cfg.Tokens,
 		Tracer: tracer},
-		api.Deps{Coord: s.Coord, Log: s.Log, Recovery: s.Recovery, SQL: s.SQL, Kafka: s.Kafka, Metrics: s.Metrics, History: s.History})
+		api.Deps{Coord: s.Coord, Log: s.Log, Recovery: s.Recovery, Operator: s.Operator, SQL: s.SQL, Kafka: s.Kafka, Metrics: s.Metrics, History: s.History})
 	s.Metrics.WatchRecovery(s.Recovery)
 	var open retention.Kafka // nil without Kafka, not a nil *kafkatxn.Pool
 	if s.Kafka != nil {

@@ -1,28 +1,27 @@
-package recovery
+package operator
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
+	"github.com/kpgtx/coordinator/recovery"
 	"github.com/kpgtx/coordinator/txlog"
 	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Operator actions on one transaction (POST /v1/transactions/{id}/retry, /abort, /resolve).
-// They apply the same rules as the loop, now and to one row, and refuse where acting could break
-// atomicity: after prepared only Kafka decides (I3), and a row that another live process owns
-// is left to that process (I8). Refusals wrap txntype.ErrNotAllowed and change nothing unless
-// they say so; a failed attempt wraps txntype.ErrUnavailable and is retried by the loop.
+// They apply the same rules as the recovery loop, now and to one row (recovery.Loop.ResolveOne),
+// and refuse where acting could break atomicity: after prepared only Kafka decides (I3), and a
+// row that another live process owns is left to that process (I8). Refusals wrap a sentinel of
+// errors.go (each wraps txntype.ErrNotAllowed) and change nothing unless they say so; a failed
+// attempt wraps txntype.ErrUnavailable and is retried by the loop.
 
-// Instance is the id of the instance this loop resolves for.
-func (l *Loop) Instance() string { return l.cfg.Instance }
-
-// Resolve runs the recovery rules for one transaction now (I4, I5, I7), whatever its backoff,
+// Retry runs the recovery rules for one transaction now (I4, I5, I7), whatever its backoff,
 // and returns the row as it is afterwards. A final row is returned as is; a heuristic one is
-// refused (an operator decides it with ResolveHeuristic).
-func (l *Loop) Resolve(ctx context.Context, gid string) (*txntype.Transaction, error) {
-	t, err := l.log.GetGID(ctx, gid)
+// refused (an operator decides it with Resolve).
+func (d *Desk) Retry(ctx context.Context, gid string) (*txntype.Transaction, error) {
+	t, err := d.log.GetGID(ctx, gid)
 	if err != nil {
 		return nil, err
 	}
@@ -31,9 +30,9 @@ func (l *Loop) Resolve(ctx context.Context, gid string) (*txntype.Transaction, e
 		return t, nil
 	case txntype.StateHeuristic, txntype.StateHeuristicMixed:
 		return t, fmt.Errorf("%w: %s ended %s: the coordinator cannot decide it; an operator records the outcome with a reason (POST /v1/transactions/{id}/resolve)",
-			txntype.ErrNotAllowed, t.ID, t.State)
+			ErrHeuristic, t.ID, t.State)
 	}
-	return l.resolveNow(ctx, t, nil, nil)
+	return d.resolveNow(ctx, t, nil, nil)
 }
 
 // Abort aborts one transaction, only where that cannot break atomicity:
@@ -47,8 +46,8 @@ func (l *Loop) Resolve(ctx context.Context, gid string) (*txntype.Transaction, e
 // Everything else is refused: a prepared transaction still open in Kafka (the decision is
 // still commit, I3), committing (commit is decided), heuristic states (resolve), committed.
 // An aborted row is returned as is.
-func (l *Loop) Abort(ctx context.Context, gid, by, reason string) (*txntype.Transaction, error) {
-	t, err := l.log.GetGID(ctx, gid)
+func (d *Desk) Abort(ctx context.Context, gid, by, reason string) (*txntype.Transaction, error) {
+	t, err := d.log.GetGID(ctx, gid)
 	if err != nil {
 		return nil, err
 	}
@@ -57,15 +56,15 @@ func (l *Loop) Abort(ctx context.Context, gid, by, reason string) (*txntype.Tran
 	case txntype.StateAborted:
 		return t, nil
 	case txntype.StateCommitted:
-		return t, fmt.Errorf("%w: %s is committed: there is nothing to abort", txntype.ErrNotAllowed, t.ID)
+		return t, fmt.Errorf("%w: %s is committed: there is nothing to abort", ErrNotAbortable, t.ID)
 	case txntype.StateHeuristic, txntype.StateHeuristicMixed:
 		return t, fmt.Errorf("%w: %s ended %s: record the outcome with a reason instead (POST /v1/transactions/{id}/resolve)",
-			txntype.ErrNotAllowed, t.ID, t.State)
+			ErrHeuristic, t.ID, t.State)
 	case txntype.StateCommitting:
 		return t, fmt.Errorf("%w: committing: the decision was commit and it is durable; abort would break atomicity (retry finishes the commit)",
-			txntype.ErrNotAllowed)
+			ErrNotAbortable)
 	case txntype.StatePrepared:
-		guard = l.kafkaStillOpen
+		guard = d.kafkaStillOpen
 	}
 	reword := func(to txntype.State, d *txntype.ErrorDetail) *txntype.ErrorDetail {
 		if to != txntype.StateAborted {
@@ -83,7 +82,7 @@ func (l *Loop) Abort(ctx context.Context, gid, by, reason string) (*txntype.Tran
 		return &out
 	}
 	before := t.State
-	t, err = l.resolveNow(ctx, t, guard, reword)
+	t, err = d.resolveNow(ctx, t, guard, reword)
 	if err != nil {
 		return t, err
 	}
@@ -92,34 +91,34 @@ func (l *Loop) Abort(ctx context.Context, gid, by, reason string) (*txntype.Tran
 		return t, nil
 	case t.State == txntype.StateCommitted && before == txntype.StatePrepared:
 		return t, fmt.Errorf("%w: prepared: Kafka had already committed it, so the transaction is now committed on both sides; an abort would have broken atomicity",
-			txntype.ErrNotAllowed)
+			ErrNotAbortable)
 	case t.State == txntype.StateCommitted:
 		return t, fmt.Errorf("%w: active: its one-phase commit had already happened (the marker row is visible), so the transaction is committed; nothing was aborted",
-			txntype.ErrNotAllowed)
+			ErrNotAbortable)
 	}
 	msg := ""
 	if t.Error != nil {
 		msg = ": " + t.Error.Message
 	}
-	return t, fmt.Errorf("%w: the transaction ended %s, not aborted%s", txntype.ErrNotAllowed, t.State, msg)
+	return t, fmt.Errorf("%w: the transaction ended %s, not aborted%s", ErrNotAbortable, t.State, msg)
 }
 
 // kafkaStillOpen refuses the abort of a prepared transaction while Kafka still has it open
 // under the logged producer id: Kafka decides (I3), and its decision would be commit.
-func (l *Loop) kafkaStillOpen(ctx context.Context, t *txntype.Transaction) error {
+func (d *Desk) kafkaStillOpen(ctx context.Context, t *txntype.Transaction) error {
 	if t.Kafka == nil || t.Kafka.TransactionalID == "" {
 		return nil // the rules make it heuristic; Abort refuses that
 	}
-	if l.kafka == nil {
-		return fmt.Errorf("%w: prepared: Kafka decides, and this coordinator has no Kafka configured to ask", txntype.ErrNotAllowed)
+	if d.kafka == nil {
+		return fmt.Errorf("%w: prepared: Kafka decides, and this coordinator has no Kafka configured to ask", ErrNotAbortable)
 	}
-	o, open, err := l.kafka.DescribeTransaction(ctx, t.Kafka.TransactionalID)
+	o, open, err := d.kafka.DescribeTransaction(ctx, t.Kafka.TransactionalID)
 	if err != nil {
 		return fmt.Errorf("%w: prepared: cannot tell whether Kafka aborted it: %w", txntype.ErrUnavailable, err)
 	}
 	if open && o.ProducerID == t.Kafka.ProducerID {
 		return fmt.Errorf("%w: prepared: Kafka decides; abort would break atomicity: the Kafka transaction on %s (producer %d, epoch %d) is still open, so the decision is still commit (retry finishes it)",
-			txntype.ErrNotAllowed, t.Kafka.TransactionalID, o.ProducerID, o.ProducerEpoch)
+			ErrNotAbortable, t.Kafka.TransactionalID, o.ProducerID, o.ProducerEpoch)
 	}
 	return nil
 }
@@ -128,9 +127,9 @@ func (l *Loop) kafkaStillOpen(ctx context.Context, t *txntype.Transaction) error
 // the row as it is afterwards. A row of this instance must not be in flight; a row of another
 // instance is resolved only while that instance's lock is free (it is not running), held
 // meanwhile as in a takeover (I8).
-func (l *Loop) resolveNow(ctx context.Context, t *txntype.Transaction, guard func(context.Context, *txntype.Transaction) error,
+func (d *Desk) resolveNow(ctx context.Context, t *txntype.Transaction, guard func(context.Context, *txntype.Transaction) error,
 	reword func(txntype.State, *txntype.ErrorDetail) *txntype.ErrorDetail) (*txntype.Transaction, error) {
-	unlock, own, err := l.claimFor(ctx, t)
+	unlock, own, err := d.claimFor(ctx, t)
 	if err != nil {
 		return t, err
 	}
@@ -140,11 +139,11 @@ func (l *Loop) resolveNow(ctx context.Context, t *txntype.Transaction, guard fun
 			return t, err
 		}
 	}
-	rerr := l.resolveWith(ctx, t, own, reword)
-	if errors.Is(rerr, errMovedOn) {
+	rerr := d.loop.ResolveOne(ctx, t, own, reword)
+	if errors.Is(rerr, txntype.ErrMovedOn) {
 		rerr = nil // resolved meanwhile by its request or someone else: report what it is now
 	}
-	cur, err := l.log.GetGID(ctx, t.GID)
+	cur, err := d.log.GetGID(ctx, t.GID)
 	if err != nil {
 		return t, errors.Join(rerr, err)
 	}
@@ -159,37 +158,37 @@ func (l *Loop) resolveNow(ctx context.Context, t *txntype.Transaction, guard fun
 // claimFor makes sure no live process is working on t while it is resolved here. A row of
 // another instance is acted on only while that instance's lock is free; the lock is held (and
 // that instance's epoch bumped, fencing a process that runs without its lock) until unlock.
-func (l *Loop) claimFor(ctx context.Context, t *txntype.Transaction) (unlock func(), own bool, err error) {
-	if t.Instance == l.cfg.Instance {
-		if l.coord.InFlight(t.GID) {
-			return nil, true, fmt.Errorf("%w: %s is in flight in this process: its request decides it", txntype.ErrNotAllowed, t.ID)
+func (d *Desk) claimFor(ctx context.Context, t *txntype.Transaction) (unlock func(), own bool, err error) {
+	if t.Instance == d.cfg.Instance {
+		if d.coord.InFlight(t.GID) {
+			return nil, true, fmt.Errorf("%w: %s is in flight in this process: its request decides it", ErrInFlight, t.ID)
 		}
 		return func() {}, true, nil
 	}
-	if l.cfg.DSN == "" {
-		return nil, false, fmt.Errorf("%w: %s belongs to instance %q; it is resolved there or by a takeover", txntype.ErrNotAllowed, t.ID, t.Instance)
+	if d.cfg.DSN == "" {
+		return nil, false, fmt.Errorf("%w: %s belongs to instance %q; it is resolved there or by a takeover", ErrInstanceAlive, t.ID, t.Instance)
 	}
-	o, free, err := lockFor(ctx, l.cfg.DSN, t.Instance)
+	o, free, err := recovery.LockFor(ctx, d.cfg.DSN, t.Instance)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %w", txntype.ErrUnavailable, err)
 	}
 	if !free {
 		return nil, false, fmt.Errorf("%w: %s belongs to instance %q, which is running (or being taken over): it resolves its own transactions; send the request to it",
-			txntype.ErrNotAllowed, t.ID, t.Instance)
+			ErrInstanceAlive, t.ID, t.Instance)
 	}
 	return func() { o.Close(context.WithoutCancel(ctx)) }, false, nil
 }
 
-// ResolveHeuristic records an operator's decision (committed or aborted) as the final state
+// Resolve records an operator's decision (committed or aborted) as the final state
 // of a heuristic or heuristic_mixed transaction. SQL gids still prepared are first committed or
 // rolled back following the decision; gids already finished are left as they are (the
 // operator's decision accepts them). The action, with who and why, goes into the event history
 // in the same statement as the state change (a compare-and-set).
-func (l *Loop) ResolveHeuristic(ctx context.Context, gid string, outcome txntype.State, a txlog.AdminAction) (*txntype.Transaction, error) {
+func (d *Desk) Resolve(ctx context.Context, gid string, outcome txntype.State, a txlog.AdminAction) (*txntype.Transaction, error) {
 	if outcome != txntype.StateCommitted && outcome != txntype.StateAborted {
 		return nil, &txntype.InvalidError{Field: "outcome", Reason: `must be "committed" or "aborted"`}
 	}
-	t, err := l.log.GetGID(ctx, gid)
+	t, err := d.log.GetGID(ctx, gid)
 	if err != nil {
 		return nil, err
 	}
@@ -199,22 +198,22 @@ func (l *Loop) ResolveHeuristic(ctx context.Context, gid string, outcome txntype
 			hint = "its outcome is final"
 		}
 		return t, fmt.Errorf("%w: %s is %s, not heuristic: resolve records an operator's decision only where the coordinator could not decide (%s)",
-			txntype.ErrNotAllowed, t.ID, t.State, hint)
+			ErrNotHeuristic, t.ID, t.State, hint)
 	}
 	// Claim before act: the row becomes this instance's before any gid is finished, so that
 	// of two operators deciding at once only one touches the participants.
-	by, err := l.own.Fence()
+	by, err := d.loop.Ownership().Fence()
 	if err != nil {
 		return t, fmt.Errorf("%w: %w", txntype.ErrUnavailable, err)
 	}
-	if err := l.log.Claim(ctx, t, by, t.State); err != nil {
+	if err := d.log.Claim(ctx, t, by, t.State); err != nil {
 		if errors.Is(err, txlog.ErrStateChanged) {
-			return t, fmt.Errorf("%w: %s was resolved or claimed meanwhile by someone else", txntype.ErrNotAllowed, gid)
+			return t, fmt.Errorf("%w: %s was resolved or claimed meanwhile by someone else", ErrMovedOn, gid)
 		}
 		return t, fmt.Errorf("%w: %w", txntype.ErrUnavailable, err)
 	}
 	for _, g := range t.SQLGIDs {
-		prepared, err := l.sql.PreparedGIDs(ctx, g.Database, g.GID)
+		prepared, err := d.sql.PreparedGIDs(ctx, g.Database, g.GID)
 		if err != nil {
 			return t, fmt.Errorf("%w: %v", txntype.ErrUnavailable, err)
 		}
@@ -225,26 +224,26 @@ func (l *Loop) ResolveHeuristic(ctx context.Context, gid string, outcome txntype
 		// finishes theirs, as the operator's decision for one member of a shared Kafka
 		// transaction decides the others'.
 		if outcome == txntype.StateCommitted {
-			err = l.sql.CommitPrepared(ctx, g.Database, g.GID)
+			err = d.sql.CommitPrepared(ctx, g.Database, g.GID)
 		} else {
-			err = l.sql.RollbackPrepared(ctx, g.Database, g.GID)
+			err = d.sql.RollbackPrepared(ctx, g.Database, g.GID)
 		}
 		if err != nil {
 			return t, fmt.Errorf("%w: finishing %s on %s: %v (nothing recorded)", txntype.ErrUnavailable, g.GID, g.Database, err)
 		}
 		a.Finished = append(a.Finished, g)
 	}
-	if err := l.log.Decide(ctx, t, outcome, a); err != nil {
+	if err := d.log.Decide(ctx, t, outcome, a); err != nil {
 		if errors.Is(err, txlog.ErrStateChanged) {
-			cur, gerr := l.log.GetGID(ctx, gid)
+			cur, gerr := d.log.GetGID(ctx, gid)
 			if gerr == nil {
 				t = cur
 			}
-			return t, fmt.Errorf("%w: %s was resolved meanwhile by someone else (now %s)", txntype.ErrNotAllowed, gid, t.State)
+			return t, fmt.Errorf("%w: %s was resolved meanwhile by someone else (now %s)", ErrMovedOn, gid, t.State)
 		}
 		return t, err
 	}
-	l.cfg.Logger.Warn("heuristic transaction resolved by an operator", "gid", gid, "outcome", outcome,
+	d.cfg.Logger.Warn("heuristic transaction resolved by an operator", "gid", gid, "outcome", outcome,
 		"by", a.By, "reason", a.Reason, "finished", len(a.Finished))
 	return t, nil
 }

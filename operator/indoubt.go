@@ -1,4 +1,4 @@
-package recovery
+package operator
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 
 // The in-doubt view reconciles what the log, every database's pg_prepared_xacts and Kafka's
 // open (and hanging) transactions say about this coordinator's transactions, and says for each
-// entry which admin actions apply and what recovery will do with it. The API renders it
-// (GET /v1/transactions?state=in-doubt, the console's status).
+// entry which admin actions apply and what recovery will do with it (doc.go, State Model). The
+// API renders it (GET /v1/transactions?state=in-doubt, the console's status).
 
 // Issues of the in-doubt view: why an entry is listed.
 const (
@@ -126,24 +126,24 @@ func (e *InDoubtEntry) After(at time.Time, key string) bool {
 
 // InDoubt builds the reconciled view. A source that cannot be read is named in the warnings;
 // the log is required.
-func (l *Loop) InDoubt(ctx context.Context) (*InDoubtView, error) {
-	now, err := l.log.Now(ctx)
+func (d *Desk) InDoubt(ctx context.Context) (*InDoubtView, error) {
+	now, err := d.log.Now(ctx)
 	if err != nil {
 		return nil, err
 	}
-	self := l.cfg.Instance
+	self := d.cfg.Instance
 	var warnings []string
 	byGID := map[string]*InDoubtEntry{}
 	var entries []*InDoubtEntry
 
 	// The log: rows not final (and not in flight), and heuristic rows.
-	rows, err := l.log.InDoubt(ctx)
+	rows, err := d.log.InDoubt(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var live []string // non-final rows: re-checked below, they may have moved on meanwhile
 	for _, row := range rows {
-		if l.coord.InFlight(row.GID) {
+		if d.coord.InFlight(row.GID) {
 			continue
 		}
 		if row.Instance != self && !row.State.Final() && now.Sub(row.UpdatedAt) < foreignGrace {
@@ -164,7 +164,7 @@ func (l *Loop) InDoubt(ctx context.Context) (*InDoubtView, error) {
 		entries = append(entries, e)
 	}
 	if len(live) > 0 {
-		states, err := l.log.States(ctx, live)
+		states, err := d.log.States(ctx, live)
 		if err != nil {
 			return nil, err
 		}
@@ -177,22 +177,22 @@ func (l *Loop) InDoubt(ctx context.Context) (*InDoubtView, error) {
 	}
 
 	// PostgreSQL: prepared gids with our prefix, on every configured database.
-	prefix := l.cfg.GIDPrefix + "_"
+	prefix := d.cfg.GIDPrefix + "_"
 	var unknown []string
 	var shared []sqltxn.PreparedXact
 	pending := map[string][]sqltxn.PreparedXact{}
-	if l.sql != nil {
-		dbs := l.sql.Names()
+	if d.sql != nil {
+		dbs := d.sql.Names()
 		sort.Strings(dbs)
 		for _, db := range dbs {
-			prepared, err := l.sql.PreparedXacts(ctx, db, prefix)
+			prepared, err := d.sql.PreparedXacts(ctx, db, prefix)
 			if err != nil {
 				warnings = append(warnings, fmt.Sprintf("postgres %q: %v", db, err))
 				continue
 			}
 			for _, p := range prepared {
 				g := p.GID
-				if txntype.IsSharedGID(l.cfg.GIDPrefix, g) {
+				if txntype.IsSharedGID(d.cfg.GIDPrefix, g) {
 					shared = append(shared, p)
 					continue
 				}
@@ -211,13 +211,13 @@ func (l *Loop) InDoubt(ctx context.Context) (*InDoubtView, error) {
 			}
 		}
 	}
-	more, err := l.sharedInDoubt(ctx, now, shared, byGID)
+	more, err := d.sharedInDoubt(ctx, now, shared, byGID)
 	if err != nil {
 		return nil, err
 	}
 	entries = append(entries, more...)
 	if len(unknown) > 0 {
-		states, err := l.log.States(ctx, unknown)
+		states, err := d.log.States(ctx, unknown)
 		if err != nil {
 			return nil, err
 		}
@@ -247,14 +247,14 @@ func (l *Loop) InDoubt(ctx context.Context) (*InDoubtView, error) {
 	}
 
 	// Kafka: transactions open on ids with our prefix.
-	if l.kafka != nil {
-		open, err := l.kafka.OpenTransactions(ctx)
+	if d.kafka != nil {
+		open, err := d.kafka.OpenTransactions(ctx)
 		if err != nil {
 			warnings = append(warnings, fmt.Sprintf("kafka: %v", err))
 		}
 		var instances []txlog.Instance
 		if len(open) > 0 {
-			instances, err = l.log.Instances(ctx, self)
+			instances, err = d.log.Instances(ctx, self)
 			if err != nil {
 				warnings = append(warnings, fmt.Sprintf("instances: %v", err))
 			}
@@ -298,8 +298,8 @@ func (l *Loop) InDoubt(ctx context.Context) (*InDoubtView, error) {
 	}
 
 	// Kafka: hanging transactions of this instance's ids, held out of the pool.
-	if l.kafka != nil {
-		for _, h := range l.kafka.HangingTransactions() {
+	if d.kafka != nil {
+		for _, h := range d.kafka.HangingTransactions() {
 			entries = append(entries, &InDoubtEntry{Issue: IssueHanging, Sources: []string{SourceKafka}, Instance: self,
 				Since: h.FoundAt, Key: fmt.Sprintf("hanging:%s/%s/%d", h.TransactionalID, h.Topic, h.Partition),
 				Hanging: &HangingInfo{TransactionalID: h.TransactionalID, ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch,
