@@ -93,3 +93,65 @@ func TestGlossary(t *testing.T) {
 		}
 	}
 }
+
+// The layout table of docs/design.md section 7 covers every folder of the repository: each
+// top-level folder has a row of its own or rows under it, and each Go package sits under a row.
+func TestLayoutCoversEveryFolder(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docs/design.md")
+	require.NoError(t, err)
+	design := string(b)
+	start := strings.Index(design, "## 7. Layout")
+	require.GreaterOrEqual(t, start, 0, "docs/design.md has its layout section")
+	section := design[start:]
+	if end := strings.Index(section[1:], "\n## "); end >= 0 {
+		section = section[:end+1]
+	}
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+/)` \\|").FindAllStringSubmatch(section, -1) {
+		rows = append(rows, m[1])
+	}
+	require.NotEmpty(t, rows)
+	covered := func(dir string) bool {
+		for _, r := range rows {
+			if strings.HasPrefix(dir+"/", r) || strings.HasPrefix(r, dir+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	entries, err := os.ReadDir("..")
+	require.NoError(t, err)
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || name == ".git" || (strings.HasPrefix(name, ".") && name != ".ci") {
+			continue
+		}
+		assert.True(t, covered(name), "docs/design.md's layout has no row for %s/", name)
+	}
+	reported := map[string]bool{}
+	err = filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("..", path)
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && rel != ".") || d.Name() == "node_modules" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || rel == "." {
+			return nil
+		}
+		dir := filepath.ToSlash(filepath.Dir(rel))
+		for _, r := range rows {
+			if strings.HasPrefix(dir+"/", r) {
+				return nil
+			}
+		}
+		if !reported[dir] {
+			reported[dir] = true
+			t.Errorf("docs/design.md's layout has no row over the Go package in %s/", dir)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
