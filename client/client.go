@@ -36,6 +36,8 @@ type Client struct {
 	// pause waits between attempts and between polls; sleep, unless a test needs to act
 	// exactly while the client waits.
 	pause func(ctx context.Context, d time.Duration) error
+	// now is the clock of the retry window (time.Now; a test's clock moves with pause).
+	now func() time.Time
 }
 
 // Option configures New.
@@ -177,6 +179,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		maxBody:     64 << 20,
 		retryWindow: DefaultRetryWindow,
 		pause:       sleep,
+		now:         time.Now,
 	}
 	for _, o := range opts {
 		if err := o(c); err != nil {
@@ -247,7 +250,7 @@ func (c *Client) do(ctx context.Context, k call) (answer, error) {
 			return a, c.errorOf(a, k.outcomes)
 		}
 		wait := c.backoff(attempt, a.retryAfter)
-		if !k.since.IsZero() && time.Since(k.since)+wait > c.retryWindow {
+		if !k.since.IsZero() && c.now().Sub(k.since)+wait > c.retryWindow {
 			last := err
 			if last == nil {
 				last = c.errorOf(a, k.outcomes)
@@ -364,5 +367,5 @@ func decode(a answer, v any) error {
 // would, before the next send). last is the last answer.
 func (c *Client) windowError(since time.Time, last error) error {
 	return fmt.Errorf("%w (first sent %s ago, window %s; last answer: %w)",
-		ErrRetryWindow, time.Since(since).Round(time.Millisecond), c.retryWindow, last)
+		ErrRetryWindow, c.now().Sub(since).Round(time.Millisecond), c.retryWindow, last)
 }

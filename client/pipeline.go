@@ -176,7 +176,7 @@ func (c *Client) submitBatch(ctx context.Context, p Pipeline, batch []*kgo.Recor
 		oc.GroupInstanceID = &p.InstanceID
 	}
 	req := TransactionRequest{ID: BatchID(oc) + "-" + strconv.Itoa(attempt), SQL: sql, Kafka: out, KafkaOffsets: oc, TimeoutMS: p.TimeoutMS}
-	since := time.Now()
+	since := c.now()
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
 		t, err := c.submit(ctx, req, since)
 		switch {
@@ -189,13 +189,11 @@ func (c *Client) submitBatch(ctx context.Context, p Pipeline, batch []*kgo.Recor
 		}
 		// No outcome yet (unreachable, 503, in doubt): the same id again, which runs it at most
 		// once and returns its outcome when it has one, while the server remembers the id.
-		if time.Since(since)+backoff > c.retryWindow {
+		if c.now().Sub(since)+backoff > c.retryWindow {
 			return nil, c.windowError(since, err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (last answer: %w)", ctx.Err(), err)
-		case <-time.After(backoff):
+		if perr := c.pause(ctx, backoff); perr != nil {
+			return nil, fmt.Errorf("%w (last answer: %w)", perr, err)
 		}
 	}
 }

@@ -30,7 +30,7 @@ func (c *Client) Submit(ctx context.Context, req TransactionRequest) (*Transacti
 	if req.ID == "" {
 		req.ID = NewID()
 	}
-	return c.submit(ctx, req, time.Now())
+	return c.submit(ctx, req, c.now())
 }
 
 // submit is Submit of an id first sent at since.
@@ -49,7 +49,7 @@ func (c *Client) submit(ctx context.Context, req TransactionRequest, since time.
 			}
 			// In doubt, and then no row: nothing of it was logged (the row's insert did not
 			// land, or the run of the id in flight logged nothing). Safe to send again.
-			if time.Since(since) > c.retryWindow {
+			if c.now().Sub(since) > c.retryWindow {
 				return nil, c.windowError(since, werr)
 			}
 			continue
