@@ -187,34 +187,26 @@ func (c *Coordinator) execute(ctx context.Context, req txntype.Request) (*txntyp
 			return nil, err
 		}
 	}
-	w := &work{t: t, req: &req, root: trace.SpanFromContext(ctx), flight: f}
+	// D1 is asked by the request and answered only for a two-phase one: a one-phase request's
+	// COMMIT is its decision and its answer.
+	w := &work{t: t, req: &req, root: trace.SpanFromContext(ctx), flight: f,
+		atDecision: req.Answer == txntype.AnswerDecided && !t.OnePhase}
 	gid := t.GID
+	var handedOff bool
 	defer func() {
-		if !w.handedOff { // else its final write ends its time in flight (finals.go)
+		if !handedOff { // else its final write ends its time in flight (finals.go)
 			c.land(gid, f)
 		}
 	}()
 	start := time.Now()
 	c.running.Add(1)
 	defer c.running.Add(-1)
-	var ran bool
-	switch {
-	case c.shares(w) && c.sharesSQL(w):
-		// Its SQL runs in the batch's shared transaction: it joins the batch while its row is
-		// logged, and the leader runs nothing of it before that row is durable (runJoined).
-		t, ran, err = c.runJoined(ctx, w, budget)
-	default:
-		b := c.begin(ctx, w, budget)
-		if !b.run {
-			return b.t, b.err
-		}
-		t, err = c.run(ctx, w)
-		ran = true
-	}
+	e, ran := c.drive(ctx, w, c.route(ctx, w, false), budget)
+	handedOff = e.handedOff
 	if ran {
-		c.observeOutcome(t, err, start)
+		c.observeOutcome(e.t, e.err, start)
 	}
-	return t, err
+	return e.t, e.err
 }
 
 // begun is the outcome of a request's Begin (step 1): run, the row is fresh and the request's
@@ -316,111 +308,13 @@ type work struct {
 	// flight is the request's place in flight (flight.go).
 	flight *flight
 	mu     sync.Mutex
-	// handedOff: the request was answered committed and its final write, running on, owns its
-	// place in flight and its transactional id (finals.go).
-	handedOff bool
-	// answered: the request was answered at its decision (D1, decided.go): its phase 2 and
-	// final write run behind the answer, on the goroutine that holds the hand-off.
-	answered bool
+	// atDecision: the request is answered at its decision to commit (D1, decided.go): its
+	// phase 2 and final write run behind the answer, on the goroutine that holds the hand-off.
+	// Set once, from Request.Answer, and never for a one-phase request.
+	atDecision bool
 }
 
 func (c *Coordinator) sqlGID(gid, database string) string { return txntype.SQLGIDFor(gid, database) }
-
-// run executes the protocol of docs/design.md section 2 for a fresh active row.
-func (c *Coordinator) run(ctx context.Context, w *work) (*txntype.Transaction, error) {
-	if c.shares(w) {
-		return c.runShared(ctx, w)
-	}
-	return c.runUnshared(ctx, w)
-}
-
-// runUnshared runs a request on its own: its SQL side and its Kafka side concurrently.
-func (c *Coordinator) runUnshared(ctx context.Context, w *work) (*txntype.Transaction, error) {
-	// Begin, work and phase 1: the SQL side and the Kafka side run concurrently
-	// (docs/design.md section 2, step 2).
-	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)
-	err := c.phase1(pctx, w, w.t.OnePhase, true)
-	st.end(err)
-	return c.afterPhase1(ctx, w, err)
-}
-
-// afterPhase1 takes a request alone on from its phase 1's outcome err: an abort, its one-phase
-// commit, or the decision.
-func (c *Coordinator) afterPhase1(ctx context.Context, w *work, err error) (*txntype.Transaction, error) {
-	if err != nil {
-		if errors.Is(err, txntype.ErrCommitUnknown) {
-			// The one database's COMMIT was sent and its answer lost: it may have committed.
-			// Only its marker can tell; the row stays active and recovery settles it.
-			return c.inDoubt(w, err)
-		}
-		return c.abort(w, err)
-	}
-	if w.t.OnePhase {
-		// The one database committed: its marker row makes that knowable after a crash.
-		return c.finish(w, txntype.StateCommitted, nil)
-	}
-	return c.commitPhase(ctx, w)
-}
-
-// commitPhase takes a transaction whose participants are all prepared to its decision and
-// phase 2.
-func (c *Coordinator) commitPhase(ctx context.Context, w *work) (*txntype.Transaction, error) {
-	t := w.t
-	// Past this point the coordinator never aborts on its own (I3): the caller's context no
-	// longer stops anything, only the finish bound does.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FinishTimeout)
-	defer cancel()
-
-	if w.ktx == nil {
-		// No Kafka: the decision is the durable committing row.
-		lctx, st := c.step(fctx, PhaseLogCommitting, SpanLogCommitting)
-		err := c.log.Transition(lctx, t, txntype.StateCommitting)
-		st.end(err)
-		if errors.Is(err, txntype.ErrMovedOn) {
-			return c.yield(fctx, w, fmt.Errorf("log committing: %w", err), false)
-		}
-		if errors.Is(err, txntype.ErrLogRefused) {
-			return c.abort(w, logRefused("committing", err))
-		}
-		if err != nil {
-			return c.inDoubt(w, fmt.Errorf("log committing: %w", err))
-		}
-		return c.afterDecision(fctx, w, true, nil)
-	}
-
-	// I2: prepared, with the Kafka ids, is durable before EndTxn(commit) is sent.
-	lctx, st := c.step(fctx, PhaseLogPrepared, SpanLogPrepared)
-	kafkaAttrs(st.span, t.Kafka.KafkaIDs)
-	err := c.log.Prepared(lctx, t)
-	st.end(err)
-	if errors.Is(err, txntype.ErrMovedOn) {
-		// Claimed by a resolver (or this instance lost its epoch): prepared is not logged, so
-		// nothing will commit; the stored state answers.
-		return c.yield(fctx, w, fmt.Errorf("log prepared: %w", err), false)
-	}
-	if errors.Is(err, txntype.ErrLogRefused) {
-		// Refused by the log's server: prepared is not logged, so nothing will commit (I2);
-		// the request may abort (I3). A client's lock on the log, held by this request's own
-		// prepared SQL, ends here: the rollback releases it.
-		return c.abort(w, logRefused("prepared", err))
-	}
-	if err != nil {
-		return c.inDoubt(w, fmt.Errorf("log prepared: %w", err))
-	}
-	c.fault(txntype.FaultAfterLogPrepared)
-	_, st = c.step(fctx, PhaseEndTxn, SpanEndTxn)
-	kafkaAttrs(st.span, t.Kafka.KafkaIDs)
-	commit, cause, err := c.decide(ctx, fctx, w.ktx, t.Kafka.KafkaIDs, t.GID)
-	if st.span.IsRecording() && err == nil {
-		st.span.SetAttributes(AttrDecision.String(decision(commit)))
-	}
-	st.end(err)
-	if err != nil {
-		return c.inDoubt(w, err)
-	}
-	c.fault(txntype.FaultAfterEndTxn)
-	return c.afterDecision(fctx, w, commit, cause)
-}
 
 // phase1 runs the work and the prepare of every participant (the Kafka side only withKafka);
 // onePhase commits the single database directly instead of preparing it.
@@ -589,7 +483,7 @@ func (c *Coordinator) decide(ctx, fctx context.Context, ktx txntype.KafkaTxn, id
 
 // phase2 commits or rolls back every prepared SQL transaction following the decision, then
 // logs the final state (I4; the rules are finishSQL and mixedDetail, shared with recovery).
-func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause error) (*txntype.Transaction, error) {
+func (c *Coordinator) phase2(ctx context.Context, w *work, commit bool, cause error) ended {
 	pctx, st := c.step(ctx, PhasePhase2, SpanPhase2)
 	if st.span.IsRecording() {
 		st.span.SetAttributes(AttrDecision.String(decision(commit)))
@@ -633,7 +527,7 @@ const kafkaAbortTimeout = 3 * time.Second
 
 // abort rolls back every participant after a failure before the decision (presumed abort), and
 // logs the abort. Kafka is aborted before SQL gids are rolled back.
-func (c *Coordinator) abort(w *work, cause error) (*txntype.Transaction, error) {
+func (c *Coordinator) abort(w *work, cause error) ended {
 	ctx, cancel := context.WithTimeout(w.traced(context.Background()), c.cfg.FinishTimeout)
 	defer cancel()
 	clean := c.rollback(ctx, w)
@@ -697,10 +591,10 @@ func (c *Coordinator) abortKafka(ctx context.Context, w *work) {
 }
 
 // inDoubt leaves the transaction to recovery: the transactional.id stays quarantined (I1).
-func (c *Coordinator) inDoubt(w *work, cause error) (*txntype.Transaction, error) {
+func (c *Coordinator) inDoubt(w *work, cause error) ended {
 	c.cfg.Logger.Error("transaction in doubt; left to recovery", "gid", w.t.GID, "state", w.t.State, "error", cause)
 	c.quarantineID(w)
-	return w.t, &txntype.OutcomeError{Sentinel: txntype.ErrInDoubt, Txn: w.t, Cause: cause}
+	return end(w.t, &txntype.OutcomeError{Sentinel: txntype.ErrInDoubt, Txn: w.t, Cause: cause})
 }
 
 // quarantineID keeps the request's transactional id out of the pool until recovery has
@@ -724,7 +618,7 @@ func (c *Coordinator) quarantineID(w *work) {
 // (the resolver does the same; both are idempotent) and a transactional id whose Kafka
 // transaction was aborted goes back to the pool: the row can never be logged prepared, so
 // nothing can commit that transaction (I1, I3).
-func (c *Coordinator) yield(ctx context.Context, w *work, cause error, rolledBack bool) (*txntype.Transaction, error) {
+func (c *Coordinator) yield(ctx context.Context, w *work, cause error, rolledBack bool) ended {
 	stored, err := c.log.Get(ctx, w.t.ID)
 	if err != nil {
 		return c.inDoubt(w, fmt.Errorf("%w; re-reading the row: %w", cause, err))
@@ -744,10 +638,10 @@ func (c *Coordinator) yield(ctx context.Context, w *work, cause error, rolledBac
 		}
 	}
 	c.quarantineID(w)
-	return Answer(stored, cause)
+	return end(Answer(stored, cause))
 }
 
-func (c *Coordinator) finish(w *work, to txntype.State, cause error) (*txntype.Transaction, error) {
+func (c *Coordinator) finish(w *work, to txntype.State, cause error) ended {
 	ctx, cancel := context.WithTimeout(w.traced(context.Background()), c.cfg.FinishTimeout)
 	defer cancel()
 	var f *txntype.Failure
@@ -758,7 +652,7 @@ func (c *Coordinator) finish(w *work, to txntype.State, cause error) (*txntype.T
 }
 
 // finishWith logs the final state and only then returns the transactional.id to the pool (I1).
-func (c *Coordinator) finishWith(ctx context.Context, w *work, to txntype.State, f *txntype.Failure, reusable bool) (*txntype.Transaction, error) {
+func (c *Coordinator) finishWith(ctx context.Context, w *work, to txntype.State, f *txntype.Failure, reusable bool) ended {
 	if to == txntype.StateCommitted && f == nil {
 		// Committed on every participant: the answer goes now, the write behind it.
 		return c.answerCommitted(w)
@@ -787,7 +681,7 @@ func (c *Coordinator) finishWith(ctx context.Context, w *work, to txntype.State,
 		w.ktx.Release(reusable)
 	}
 	c.cfg.Logger.Debug("transaction finished", "gid", w.t.GID, "state", to)
-	return Answer(w.t, cause)
+	return end(Answer(w.t, cause))
 }
 
 func newID() string {
