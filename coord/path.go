@@ -49,7 +49,7 @@ type path interface {
 }
 
 // route chooses w's path. Whether a request shares a Kafka transaction is decided at two
-// points, as it always was (docs/decisions.md, "Two points of routing"): before its row is
+// points, as it always was (docs/decisions.md, "A request's path is a type"): before its row is
 // logged, only a request whose SQL its batch runs is routed (joined: it joins while its row is
 // logged, S7); every other request is routed once its row is logged (logged), reading the
 // requests in flight then. nil: not routed yet.
