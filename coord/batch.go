@@ -16,7 +16,7 @@ import (
 // every member prepared, one EndTxn. Each member keeps its own row, its own PostgreSQL gids and
 // its own answer; only the Kafka transaction is shared. The rules, each enforced below:
 //
-//   - B1: a request joins a batch only with its SQL side prepared (runShared), so a request
+//   - B1: a request joins a batch only with its SQL side prepared (member.phase1), so a request
 //     whose SQL fails never puts a record into a Kafka transaction that may commit.
 //   - B2 (I2 for a batch): EndTxn is sent only after one all-or-nothing write has logged every
 //     member prepared with the batch's ids (runBatch, Log.PreparedBatch).
@@ -69,10 +69,10 @@ type member struct {
 	out  batchOutcome
 	// sqlShared: it joined before its SQL phase, which the leader runs (sharedsql.go).
 	sqlShared bool
-	// begun, when not nil, is closed once the member's Begin answered, with begin its outcome:
+	// begun, when not nil, is closed once the member's Begin answered, with logged its outcome:
 	// it joined while its row was being logged (joined.go).
-	begun chan struct{}
-	begin begun
+	begun  chan struct{}
+	logged begun
 }
 
 // batchOutcome is what the batch tells a member.
@@ -143,85 +143,6 @@ func (b *batcher) seal(bt *batch) []*member {
 	return bt.members
 }
 
-// shares says whether a request takes the shared path: two-phase with records, sharing on, and
-// other requests in flight (a lone request keeps the concurrent SQL ∥ Kafka path and waits for
-// nobody).
-func (c *Coordinator) shares(w *work) bool {
-	// B5: a request with offsets runs its Kafka transaction alone (docs/batching.md).
-	return c.batches != nil && !w.t.OnePhase && len(w.req.Kafka) > 0 && w.req.KafkaOffsets == nil &&
-		(c.running.Load() > 1 || c.batches.always)
-}
-
-// runShared runs a request through a shared Kafka transaction: its SQL side first and alone,
-// then the batch, then its own phase 2.
-func (c *Coordinator) runShared(ctx context.Context, w *work) (*txntype.Transaction, error) {
-	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)
-	err := c.kafka.CheckRecords(pctx, w.req.Kafka)
-	shareSQL := err == nil && c.sharesSQL(w)
-	if err == nil && !shareSQL {
-		// B1: prepared before joining (or, sharing the SQL transaction, S1: the leader
-		// prepares it before producing).
-		err = c.phase1(pctx, w, false, false)
-		if err == nil {
-			// P2: its records are resolved from its results before it joins.
-			err = c.materialize(pctx, w)
-		}
-	}
-	st.end(err)
-	if err != nil {
-		return c.abort(w, err)
-	}
-
-	m := &member{ctx: ctx, w: w, done: make(chan struct{}), sqlShared: shareSQL}
-	if bt, lead := c.batches.join(m); lead {
-		c.lead(ctx, bt)
-	}
-	<-m.done
-	return c.afterBatch(ctx, w, m.out)
-}
-
-// afterBatch takes a member on from what its batch told it.
-func (c *Coordinator) afterBatch(ctx context.Context, w *work, o batchOutcome) (*txntype.Transaction, error) {
-	switch {
-	case o.rerun:
-		return c.runUnshared(ctx, w)
-	case o.fail != nil:
-		return c.abort(w, o.fail)
-	}
-	if o.decided {
-		// Answered at the batch's decision (D1); its leader runs its phase 2 and final write.
-		return o.answer, nil
-	}
-	if o.answer != nil {
-		// Committed on both sides by the batch's phase 2; its leader writes the final row.
-		return Answer(o.answer, nil)
-	}
-	if o.alone {
-		if err := c.kafkaPhase1(ctx, w); err != nil {
-			return c.abort(w, err)
-		}
-		return c.commitPhase(ctx, w)
-	}
-
-	fctx, cancel := context.WithTimeout(w.traced(context.Background()), c.cfg.FinishTimeout)
-	defer cancel()
-	switch {
-	case errors.Is(o.prepErr, txntype.ErrMovedOn):
-		// Refused: nothing of the batch is logged prepared and its Kafka transaction was
-		// aborted; the stored state answers (a resolver's claim, or a lost epoch).
-		return c.yield(fctx, w, fmt.Errorf("log prepared (shared): %w", o.prepErr), false)
-	case errors.Is(o.prepErr, txntype.ErrLogRefused):
-		// Refused by the log's server: nothing of the batch is logged prepared and its Kafka
-		// transaction was aborted; the member is aborted with its own SQL.
-		return c.abort(w, logRefused("prepared (shared)", o.prepErr))
-	case o.prepErr != nil:
-		return c.inDoubt(w, fmt.Errorf("log prepared (shared): %w", o.prepErr))
-	case o.decideErr != nil:
-		return c.inDoubt(w, o.decideErr)
-	}
-	return c.afterDecision(fctx, w, o.commit, o.cause)
-}
-
 // lead waits for a slot (requests prepared meanwhile join bt), seals bt and runs it, then tells
 // every member its outcome.
 func (c *Coordinator) lead(ctx context.Context, bt *batch) {
@@ -284,7 +205,7 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 			}
 		}
 	}
-	if slices.ContainsFunc(riders, func(m *member) bool { return m.w.req.Answer == txntype.AnswerDecided }) {
+	if slices.ContainsFunc(riders, func(m *member) bool { return m.w.atDecision }) {
 		// D1: the leader runs on its own request's goroutine, and its answer too may be due at
 		// the decision: the batch's phase 2 must not hold it.
 		go finish()
@@ -414,9 +335,9 @@ func (c *Coordinator) finishShared(members []*member) {
 	// this one, or its own (behindAnswer) when the shared one leaves it out.
 	early := map[*member]*pendingFinal{}
 	for _, m := range members {
-		if m.w.req.Answer == txntype.AnswerDecided {
+		if m.w.atDecision {
 			var p *pendingFinal
-			m.out.answer, p = c.answerDecided(m.w)
+			m.out.answer, p = c.decidedAnswer(m.w)
 			m.out.decided = true
 			early[m] = p
 			close(m.done)

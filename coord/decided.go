@@ -32,24 +32,20 @@ import (
 // A one-phase request has no phase 2: its COMMIT is the decision, and it is answered committed
 // as ever. An abort is answered when it is logged, as ever.
 
-// afterDecision takes w on from its decision: its phase 2 and final state, or, for a commit
-// that asked to be answered at the decision, that answer with phase 2 behind it.
-func (c *Coordinator) afterDecision(ctx context.Context, w *work, commit bool, cause error) (*txntype.Transaction, error) {
-	if !commit || w.req.Answer != txntype.AnswerDecided {
-		return c.phase2(ctx, w, commit, cause)
-	}
-	answer, p := c.answerDecided(w)
+// answerDecided answers w at its decision to commit (the row's state committing, D1), and runs
+// its phase 2 and final write behind the answer, which hold the hand-off.
+func (c *Coordinator) answerDecided(w *work) ended {
+	answer, p := c.decidedAnswer(w)
 	c.behindAnswer(w, p)
-	return answer, nil
+	return ended{t: answer, handedOff: true}
 }
 
-// answerDecided is w's answer at its decision to commit (the row's state committing, D1); from
-// now on its final write, not the request, ends its time in flight (handOff).
-func (c *Coordinator) answerDecided(w *work) (*txntype.Transaction, *pendingFinal) {
+// decidedAnswer is w's answer at its decision to commit (D1); from now on its final write, not
+// the request, ends its time in flight (handOff).
+func (c *Coordinator) decidedAnswer(w *work) (*txntype.Transaction, *pendingFinal) {
 	a := *w.t
 	a.State = txntype.StateCommitting
 	p := c.handOff(w)
-	w.answered = true
 	c.cfg.Logger.Debug("transaction decided; its phase 2 follows", "gid", w.t.GID)
 	return &a, p
 }
@@ -64,6 +60,6 @@ func (c *Coordinator) behindAnswer(w *work, p *pendingFinal) {
 		c.fault(txntype.FaultDecidedBeforePhase2)
 		// Its outcome is logged (committed, or left to recovery in doubt); the caller has had
 		// its answer.
-		_, _ = c.phase2(ctx, w, true, nil)
+		_ = c.phase2(ctx, w, true, nil)
 	}()
 }

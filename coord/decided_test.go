@@ -3,6 +3,7 @@ package coord_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,6 +58,9 @@ func TestDecidedAnswer(t *testing.T) {
 				Logger: slog.New(slog.DiscardHandler), Ownership: ownership{txntype.Fence{Instance: "a", Epoch: 1}}},
 				log, k, fakeSQL{w})
 			req := tc.req
+			// Its own statements: Validate fills in their default database, and the subtests
+			// run in parallel.
+			req.SQL = slices.Clone(tc.req.SQL)
 			req.Answer = txntype.AnswerDecided
 			ctx := context.Background()
 

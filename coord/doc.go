@@ -35,6 +35,25 @@
 // A participant resolved by hand against the decision ends heuristic_mixed; an outcome that
 // cannot be decided ends heuristic. Both wait for an operator.
 //
+// # Request paths
+//
+// A request takes one of three paths (path.go), each a type whose methods are its steps, chosen
+// by Coordinator.route and run by Coordinator.drive in one order: begin (log the row active),
+// phase 1, decide, then the answer at the decision (D1, decided.go) or phase 2 with its final
+// write (finals.go). Every step that ends the request returns an ended: its answer, and whether
+// the final write behind that answer now owns the request's place in flight.
+//
+//   - alone (alone.go): begin; phase 1, the SQL side ∥ the Kafka side, where a one-phase
+//     request ends (its COMMIT is the decision); decide, the committing row without Kafka or
+//     prepared logged then EndTxn(commit); phase 2.
+//   - member (member.go): begin; phase 1, its SQL side prepared on its own (B1), then the batch
+//     (batch.go), which decides and may answer it; a batch that did not carry it sends it on as
+//     alone, from its Kafka side or (rerun, S5) from its SQL phase; decide, the batch's;
+//     phase 2, its own unless the batch's answered it.
+//   - joined (joined.go): a member whose SQL runs in its batch's shared SQL transaction
+//     (sharedsql.go); its begin joins the batch and logs the row meanwhile (S7); then a member's
+//     steps from what the batch told it.
+//
 // # Ownership and fencing
 //
 // Every row has an owner: the instance allowed to write it, and the epoch of that instance's
@@ -73,8 +92,8 @@
 //   - I1 a transactional.id serves one global transaction at a time and is not reused until
 //     that transaction's final state is durable: kafkatxn.Pool (free list, quarantine) and
 //     Coordinator.finishWith (release only after the final log write).
-//   - I2 prepared, with the Kafka ids, is durable before EndTxn(commit): Coordinator.commitPhase,
-//     and Coordinator.runBatch for every member of a shared transaction.
+//   - I2 prepared, with the Kafka ids, is durable before EndTxn(commit): alone.decide, and
+//     Coordinator.runBatch for every member of a shared transaction.
 //   - I3 after prepared the coordinator never aborts on its own; only Kafka's answer can abort:
 //     Coordinator.decide (no abort call after prepared; a lost answer leaves the row prepared).
 //   - I4 SQL phase 2 follows the decision and is idempotent; a missing gid is resolved with the
@@ -85,7 +104,7 @@
 //   - Claim before act: Rules.Resolve claims (Log.Claim) before Decide touches a participant;
 //     the request path's writes are fenced by its epoch (txlog.Log.update).
 //   - A one-phase outcome comes from evidence only: sqltxn.Databases.Run reports a lost COMMIT
-//     answer as ErrCommitUnknown (never aborted), Coordinator.run leaves it in doubt, and
+//     answer as ErrCommitUnknown (never aborted), alone.phase1 leaves it in doubt, and
 //     Rules.presumedAbort settles it by the marker (SQL.SettleOnePhase).
 //   - I6–I8 (orphans, the outcome oracle, instance ownership) belong to the recovery loop; the
 //     log keeps everything it needs (txlog).

@@ -69,7 +69,6 @@ func (c *Coordinator) handOff(w *work) *pendingFinal {
 	p := &pendingFinal{done: make(chan struct{})}
 	c.finals.m.Store(w.t.GID, p)
 	c.finals.wg.Add(1)
-	w.handedOff = true
 	return p
 }
 
@@ -82,17 +81,18 @@ func (c *Coordinator) finalDone(w *work, p *pendingFinal) {
 	c.finals.wg.Done()
 }
 
-// answerCommitted answers w committed now and writes the final row behind the answer.
-func (c *Coordinator) answerCommitted(w *work) (*txntype.Transaction, error) {
+// answerCommitted answers w committed now and writes the final row behind the answer, which
+// holds the hand-off.
+func (c *Coordinator) answerCommitted(w *work) ended {
 	c.fault(txntype.FaultBeforeFinalLog)
-	if w.answered {
+	if w.atDecision {
 		// Answered at its decision (D1): this is the goroutine behind that answer, which holds
 		// the hand-off; the write is its last step.
 		ctx, cancel := context.WithTimeout(w.traced(context.Background()), c.cfg.FinishTimeout)
 		defer cancel()
 		lctx, st := c.finalStep(ctx)
 		c.writeCommitted(lctx, st, w, finalStamp(w.t))
-		return w.t, nil
+		return ended{t: w.t, handedOff: true}
 	}
 	gid := w.t.GID // w.t is the final write's from the handoff on
 	at := finalStamp(w.t)
@@ -106,7 +106,9 @@ func (c *Coordinator) answerCommitted(w *work) (*txntype.Transaction, error) {
 		c.writeCommitted(lctx, st, w, at)
 	}()
 	c.cfg.Logger.Debug("transaction committed; its final write follows", "gid", gid)
-	return Answer(answer, nil)
+	e := end(Answer(answer, nil))
+	e.handedOff = true
+	return e
 }
 
 // finalStep starts the step of a committed write. It starts before the answer goes: a span

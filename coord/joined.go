@@ -3,8 +3,6 @@ package coord
 import (
 	"context"
 	"time"
-
-	"github.com/kpgtx/coordinator/txntype"
 )
 
 // Joining while the row is logged (docs/batching.md section 12.6). A request whose SQL will run in
@@ -27,36 +25,49 @@ type joinedKey struct{}
 // the leader is then waiting for this Begin, and the log holds it no longer. With a slot free
 // the batch runs at once, and its Begins are on its path.
 func JoinedBegin(ctx context.Context) (sealed <-chan struct{}, ok bool) {
-	v, ok := ctx.Value(joinedKey{}).(joined)
+	v, ok := ctx.Value(joinedKey{}).(joinMark)
 	return v.sealed, ok
 }
 
-type joined struct{ sealed <-chan struct{} }
+type joinMark struct{ sealed <-chan struct{} }
 
 // WithJoinedBegin marks ctx as a joined request's Begin (JoinedBegin); sealed (nil: never) is
 // closed when its batch stops waiting for a slot.
 func WithJoinedBegin(ctx context.Context, sealed <-chan struct{}) context.Context {
-	return context.WithValue(ctx, joinedKey{}, joined{sealed: sealed})
+	return context.WithValue(ctx, joinedKey{}, joinMark{sealed: sealed})
 }
 
-// runJoined runs a request that shares its batch's SQL transaction, joining the batch while its
-// row is logged. ran: the row was fresh and the request ran (its outcome counts).
+// joined is the path of a member that shares its batch's SQL transaction (sharedsql.go): it
+// joins the batch while its row is logged, and so its begin is its wait for the batch too. Its
+// phase 1 and its decision are a member's, run by the leader; what the batch told it takes it on
+// (member.outcome).
+type joined member
+
+// newJoined is w's place in the batch it joins while its row is logged.
+func newJoined(ctx context.Context, w *work) *joined {
+	return &joined{ctx: ctx, w: w, done: make(chan struct{}), sqlShared: true, begun: make(chan struct{})}
+}
+
+// begin checks the records (the start of its phase 1, which the leader runs), joins the batch,
+// logs w's row meanwhile, and waits for both: the batch's outcome and the Begin's.
 //
 // A member that finds a batch open runs its Begin itself once it has joined, as it has nothing
 // else to do until its leader answers (a goroutine per request cost about 15 µs of stack growth
 // under load); only a leader, which goes on to wait for a slot, logs its row on a goroutine of
 // its own. Either way the row is being logged while the batch waits for its slot.
-func (c *Coordinator) runJoined(ctx context.Context, w *work, budget time.Duration) (t *txntype.Transaction, ran bool, err error) {
-	m := &member{ctx: ctx, w: w, done: make(chan struct{}), sqlShared: true, begun: make(chan struct{})}
+func (j *joined) begin(ctx context.Context, c *Coordinator, w *work, budget time.Duration) begun {
+	m := (*member)(j)
 	begin := func(bctx context.Context) {
-		m.begin = c.begin(bctx, w, budget)
+		m.logged = c.begin(bctx, w, budget)
 		close(m.begun)
 	}
 	pctx, st := c.step(ctx, PhasePhase1, SpanPhase1)
-	err = c.kafka.CheckRecords(pctx, w.req.Kafka)
+	err := c.kafka.CheckRecords(pctx, w.req.Kafka)
 	st.end(err)
 	switch {
 	case err != nil:
+		// It joins nothing; once its row is logged, it is aborted with this cause (outcome).
+		m.out.fail = err
 		begin(ctx)
 	default:
 		bt, lead := c.batches.join(m)
@@ -75,15 +86,21 @@ func (c *Coordinator) runJoined(ctx context.Context, w *work, budget time.Durati
 		<-m.done
 	}
 	<-m.begun
-	if !m.begin.run {
-		return m.begin.t, false, m.begin.err
-	}
-	if err != nil {
-		t, err = c.abort(w, err)
-		return t, true, err
-	}
-	t, err = c.afterBatch(ctx, w, m.out)
-	return t, true, err
+	return m.logged
+}
+
+// phase1 is what the batch told it: S7, nothing of it ran before its row was durable, and a
+// member whose Begin did not give it a fresh row ended at its begin.
+func (j *joined) phase1(ctx context.Context, c *Coordinator, w *work) (ended, bool) {
+	return (*member)(j).outcome(ctx, c, w)
+}
+
+func (j *joined) detached(ctx context.Context, w *work) context.Context {
+	return (*member)(j).detached(ctx, w)
+}
+
+func (j *joined) decide(ctx, fctx context.Context, c *Coordinator, w *work) (commit bool, cause error, e ended, done bool) {
+	return (*member)(j).decide(ctx, fctx, c, w)
 }
 
 // awaitBegins waits for the Begin of every member that joined while its row was logged and
@@ -101,7 +118,7 @@ func awaitBegins(ctx context.Context, members []*member) []*member {
 				close(m.done)
 				continue
 			}
-			if !m.begin.run {
+			if !m.logged.run {
 				close(m.done)
 				continue
 			}

@@ -315,7 +315,7 @@ inline sqlPhase1() {
 	fi
 }
 
-/* Execute → run → phase1 → Prepared → decide → phase2 → finishWith, for a two-phase g */
+/* Execute → drive (path alone) → phase1 → Prepared → decide → phase2 → finishWith, for a two-phase g */
 proctype Request(byte g) {
 	byte myinc, myep, k = NONE, ke, r;
 	bit sq, h, pend;
@@ -389,7 +389,7 @@ decide:
 	:: else
 	fi;
 #if HASDEC
-	/* afterDecision (D1): a commit is answered now, phase 2 and the final write behind it */
+	/* drive, answerDecided (D1): a commit is answered now, phase 2 and the final write behind it */
 	if
 	:: r == R_OK -> atomic { LIVE -> dec[g] = 1; check(g) }
 	:: else
