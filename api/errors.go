@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/kpgtx/coordinator/operator"
 	"github.com/kpgtx/coordinator/txntype"
 )
 
@@ -62,12 +61,6 @@ var statusTable = []struct {
 	{txntype.ErrNotFound, http.StatusNotFound, "not_found"},
 	{txntype.ErrAborted, http.StatusConflict, "aborted"},
 	// The operator's refusals (operator/errors.go) wrap txntype.ErrNotAllowed: the same class.
-	{operator.ErrNotAbortable, http.StatusConflict, "not_allowed"},
-	{operator.ErrHeuristic, http.StatusConflict, "not_allowed"},
-	{operator.ErrNotHeuristic, http.StatusConflict, "not_allowed"},
-	{operator.ErrInFlight, http.StatusConflict, "not_allowed"},
-	{operator.ErrInstanceAlive, http.StatusConflict, "not_allowed"},
-	{operator.ErrMovedOn, http.StatusConflict, "not_allowed"},
 	{txntype.ErrNotAllowed, http.StatusConflict, "not_allowed"},
 	{txntype.ErrInDoubt, http.StatusAccepted, "in_doubt"},
 	{txntype.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
