@@ -53,14 +53,8 @@ func (alone) decide(ctx, fctx context.Context, c *Coordinator, w *work) (commit 
 		lctx, st := c.step(fctx, PhaseLogCommitting, SpanLogCommitting)
 		err := c.log.Transition(lctx, t, txntype.StateCommitting)
 		st.end(err)
-		if errors.Is(err, txntype.ErrMovedOn) {
-			return false, nil, c.yield(fctx, w, fmt.Errorf("log committing: %w", err), false), true
-		}
-		if errors.Is(err, txntype.ErrLogRefused) {
-			return false, nil, c.abort(w, logRefused("committing", err)), true
-		}
 		if err != nil {
-			return false, nil, c.inDoubt(w, fmt.Errorf("log committing: %w", err)), true
+			return false, nil, c.decisionUnlogged(fctx, w, "committing", err), true
 		}
 		return true, nil, ended{}, false
 	}
@@ -70,19 +64,8 @@ func (alone) decide(ctx, fctx context.Context, c *Coordinator, w *work) (commit 
 	kafkaAttrs(st.span, t.Kafka.KafkaIDs)
 	err := c.log.Prepared(lctx, t)
 	st.end(err)
-	if errors.Is(err, txntype.ErrMovedOn) {
-		// Claimed by a resolver (or this instance lost its epoch): prepared is not logged, so
-		// nothing will commit; the stored state answers.
-		return false, nil, c.yield(fctx, w, fmt.Errorf("log prepared: %w", err), false), true
-	}
-	if errors.Is(err, txntype.ErrLogRefused) {
-		// Refused by the log's server: prepared is not logged, so nothing will commit (I2);
-		// the request may abort (I3). A client's lock on the log, held by this request's own
-		// prepared SQL, ends here: the rollback releases it.
-		return false, nil, c.abort(w, logRefused("prepared", err)), true
-	}
 	if err != nil {
-		return false, nil, c.inDoubt(w, fmt.Errorf("log prepared: %w", err)), true
+		return false, nil, c.decisionUnlogged(fctx, w, "prepared", err), true
 	}
 	c.fault(txntype.FaultAfterLogPrepared)
 	_, st = c.step(fctx, PhaseEndTxn, SpanEndTxn)
@@ -97,4 +80,22 @@ func (alone) decide(ctx, fctx context.Context, c *Coordinator, w *work) (commit 
 	}
 	c.fault(txntype.FaultAfterEndTxn)
 	return commit, cause, ended{}, false
+}
+
+// decisionUnlogged ends a request whose decision write (committing, or prepared with the Kafka
+// ids) failed, the write named by step:
+//   - claimed by a resolver (or this instance lost its epoch): the decision is not logged, so
+//     nothing will commit; the stored state answers;
+//   - refused by the log's server: not logged, so nothing will commit (I2) and the request may
+//     abort (I3). A client's lock on the log, held by this request's own prepared SQL, ends
+//     here: the rollback releases it;
+//   - anything else: the write may have landed, so the request is in doubt.
+func (c *Coordinator) decisionUnlogged(fctx context.Context, w *work, step string, err error) ended {
+	switch {
+	case errors.Is(err, txntype.ErrMovedOn):
+		return c.yield(fctx, w, fmt.Errorf("log %s: %w", step, err), false)
+	case errors.Is(err, txntype.ErrLogRefused):
+		return c.abort(w, logRefused(step, err))
+	}
+	return c.inDoubt(w, fmt.Errorf("log %s: %w", step, err))
 }
