@@ -7,11 +7,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/internal/pgtest"
+	"github.com/kpgtx/coordinator/internal/logtest"
 	"github.com/kpgtx/coordinator/recovery"
 	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txlog"
@@ -38,25 +37,10 @@ type deskEnv struct {
 func newDeskEnv(t *testing.T) *deskEnv {
 	t.Helper()
 	ctx := context.Background()
-	schema, dsn, admin := pgtest.Schema(t)
-	t.Cleanup(func() {
-		rows, _ := admin.Query(ctx, "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE $1", schema+"%")
-		gids, _ := pgx.CollectRows(rows, pgx.RowTo[string])
-		for _, g := range gids {
-			_, _ = admin.Exec(ctx, "ROLLBACK PREPARED '"+g+"'")
-		}
-	})
+	l := logtest.New(t, sqltxn.Options{})
+	schema, admin, pool, log, sql := l.Schema, l.Admin, l.Pool, l.Log, l.SQL
 	_, err := admin.Exec(ctx, "CREATE TABLE "+schema+".orders (id text PRIMARY KEY)")
 	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	log := txlog.New(pool, txlog.Options{})
-	t.Cleanup(log.Close)
-	require.NoError(t, txlog.Migrate(ctx, log, "up"))
-	sql, err := sqltxn.Open(ctx, map[string]string{"default": dsn}, sqltxn.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sql.Close)
 	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
 	require.NoError(t, err)
 	loop := recovery.New(recovery.Config{Instance: "a", GIDPrefix: schema, MarkerAge: time.Millisecond}, nil, log, sql, nil, nothingInFlight{})

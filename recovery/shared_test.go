@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/internal/pgtest"
+	"github.com/kpgtx/coordinator/internal/logtest"
 	"github.com/kpgtx/coordinator/sqltxn"
 	"github.com/kpgtx/coordinator/txlog"
 	"github.com/kpgtx/coordinator/txntype"
@@ -39,25 +38,10 @@ type sharedEnv struct {
 func newSharedEnv(t *testing.T) *sharedEnv {
 	t.Helper()
 	ctx := context.Background()
-	schema, dsn, admin := pgtest.Schema(t)
-	t.Cleanup(func() {
-		rows, _ := admin.Query(ctx, "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE $1", schema+"%")
-		gids, _ := pgx.CollectRows(rows, pgx.RowTo[string])
-		for _, g := range gids {
-			_, _ = admin.Exec(ctx, "ROLLBACK PREPARED '"+g+"'")
-		}
-	})
+	le := logtest.New(t, sqltxn.Options{})
+	schema, admin, pool, log, sql := le.Schema, le.Admin, le.Pool, le.Log, le.SQL
 	_, err := admin.Exec(ctx, "CREATE TABLE "+schema+".orders (id text PRIMARY KEY)")
 	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	log := txlog.New(pool, txlog.Options{})
-	t.Cleanup(log.Close)
-	require.NoError(t, txlog.Migrate(ctx, log, "up"))
-	sql, err := sqltxn.Open(ctx, map[string]string{"default": dsn}, sqltxn.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sql.Close)
 	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
 	require.NoError(t, err)
 	live := &liveSet{}

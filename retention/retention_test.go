@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kpgtx/coordinator/internal/pgtest"
+	"github.com/kpgtx/coordinator/internal/logtest"
 	"github.com/kpgtx/coordinator/kafkatxn"
 	"github.com/kpgtx/coordinator/retention"
 	"github.com/kpgtx/coordinator/sqltxn"
@@ -33,25 +33,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	schema, dsn, admin := pgtest.Schema(t)
-	t.Cleanup(func() {
-		rows, _ := admin.Query(ctx, "SELECT gid FROM pg_prepared_xacts WHERE starts_with(gid, $1)", schema)
-		gids, _ := pgx.CollectRows(rows, pgx.RowTo[string])
-		for _, g := range gids {
-			_, _ = admin.Exec(ctx, "ROLLBACK PREPARED '"+g+"'")
-		}
-	})
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	log := txlog.New(pool, txlog.Options{})
-	t.Cleanup(log.Close)
-	require.NoError(t, txlog.Migrate(ctx, log, "up"))
-	sql, err := sqltxn.Open(ctx, map[string]string{"default": dsn}, sqltxn.Options{MaxConns: 4})
-	require.NoError(t, err)
-	t.Cleanup(sql.Close)
-	return &env{log: log, pool: pool, sql: sql, admin: admin, schema: schema, dsn: dsn}
+	l := logtest.New(t, sqltxn.Options{MaxConns: 4})
+	return &env{log: l.Log, pool: l.Pool, sql: l.SQL, admin: l.Admin, schema: l.Schema, dsn: l.DSN}
 }
 
 // gid is the global gid of a test row.
