@@ -115,10 +115,12 @@ func TestHoldEpoch(t *testing.T) {
 		e, _ := txlog.BumpEpoch(ctx, pool, "a") // the instance claiming its lock again
 		bumped <- e
 	}()
-	// The instance's claim waits for the hold: poll until a backend is blocked by the holder.
+	// The instance's claim waits for the hold: poll until a backend is blocked by the holder (not
+	// another test's CREATE INDEX CONCURRENTLY, which waits for every older snapshot).
 	require.Eventually(t, func() bool {
 		var waiting bool
-		_ = pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))`,
+		_ = pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE $1 = ANY(pg_blocking_pids(pid)) AND wait_event IS DISTINCT FROM 'virtualxid')`,
 			holder).Scan(&waiting)
 		return waiting
 	}, 30*time.Second, 20*time.Millisecond)
