@@ -17,6 +17,9 @@ type Databases struct {
 	dbs    map[string]*database
 	role   string
 	logger *slog.Logger
+	// send sends a round trip's statements: (*statements).send, or in BenchmarkRun the
+	// baseline it is measured against.
+	send func(context.Context, *pgx.Conn, *statements) batchResults
 }
 
 // database is one configured database.
@@ -56,7 +59,7 @@ func Open(ctx context.Context, dsns map[string]string, o Options) (*Databases, e
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	d := &Databases{dbs: map[string]*database{}, role: o.StatementRole, logger: o.Logger}
+	d := &Databases{dbs: map[string]*database{}, role: o.StatementRole, logger: o.Logger, send: sendStatements}
 	for name, dsn := range dsns {
 		db, err := openDatabase(ctx, name, dsn, o)
 		if err != nil {

@@ -67,7 +67,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []txntype.St
 	if lead < len(stmts) {
 		role = d.role
 	}
-	b := &pgx.Batch{}
+	b := &statements{}
 	b.Queue("BEGIN")
 	for _, s := range stmts[:lead] {
 		b.Queue(s.Statement, args(s.Args)...)
@@ -97,7 +97,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []txntype.St
 	}
 	b.Queue("DISCARD ALL") // skipped by the server when anything before it failed
 
-	br := conn.SendBatch(ctx, b)
+	br := d.send(ctx, conn.Conn(), b)
 	results, err := readResults(br, database, stmts, lead, role != "", afterWork)
 	if err == nil {
 		// PREPARE (or COMMIT) answered: the outcome is known whatever happens to the reset.
@@ -125,7 +125,7 @@ func (d *Databases) Run(ctx context.Context, database string, stmts []txntype.St
 
 // readReset reads the answer of the DISCARD ALL queued last in a batch and closes it; a
 // connection whose reset did not answer is not reused (done=false).
-func (d *Databases) readReset(br pgx.BatchResults, database string) (done bool) {
+func (d *Databases) readReset(br batchResults, database string) (done bool) {
 	_, err := br.Exec()
 	if err = errors.Join(err, br.Close()); err != nil {
 		d.logger.Warn("could not reset a connection; closing it", "database", database, "error", err)
@@ -173,7 +173,7 @@ var (
 )
 
 // queueAs queues stmts[1] with the statement role as $1, or stmts[0] when there is none ("").
-func queueAs(b *pgx.Batch, stmts [2]string, role string) {
+func queueAs(b *statements, stmts [2]string, role string) {
 	if role != "" {
 		b.Queue(stmts[1], role)
 	} else {
@@ -287,7 +287,7 @@ func (d *Databases) terminate(ctx context.Context, pool interface {
 // statement, each other statement's result (rows when it returns any) and its guard, RESET ALL,
 // the last statement's guard (with a role; otherwise it is the marker insert's condition), the
 // marker and PREPARE (or COMMIT).
-func readResults(br pgx.BatchResults, database string, stmts []txntype.Statement, lead int, role bool, afterWork func()) ([]txntype.SQLResult, error) {
+func readResults(br batchResults, database string, stmts []txntype.Statement, lead int, role bool, afterWork func()) ([]txntype.SQLResult, error) {
 	results := make([]txntype.SQLResult, len(stmts))
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -348,7 +348,7 @@ func readResults(br pgx.BatchResults, database string, stmts []txntype.Statement
 // PREPARE or COMMIT: a trigger that writes the coordinator's tables is refused there as in a
 // statement (owntables.go). After a statement that ended the transaction, SET CONSTRAINTS only
 // warns, and the guard after RESET ALL reports the breach.
-func queueClient(b *pgx.Batch, stmts []txntype.Statement, role string) {
+func queueClient(b *statements, stmts []txntype.Statement, role string) {
 	for i, s := range stmts {
 		b.Queue(s.Statement, args(s.Args)...)
 		if i == len(stmts)-1 {
@@ -361,7 +361,7 @@ func queueClient(b *pgx.Batch, stmts []txntype.Statement, role string) {
 
 // readGuard reads what queueClient queued after statement i (command tag tag): its guard, or
 // for the last one its deferred checks.
-func readGuard(br pgx.BatchResults, i int, tag string, last bool) error {
+func readGuard(br batchResults, i int, tag string, last bool) error {
 	_, err := br.Exec()
 	switch {
 	case err == nil:
@@ -385,7 +385,7 @@ func guardError(i int, tag string, err error) error {
 	return fmt.Errorf("after statement %d: %w", i, err)
 }
 
-func readOne(br pgx.BatchResults, database string) (txntype.SQLResult, string, error) {
+func readOne(br batchResults, database string) (txntype.SQLResult, string, error) {
 	rows, err := br.Query()
 	if err != nil {
 		return txntype.SQLResult{}, "", err

@@ -52,8 +52,10 @@ func (d *Databases) RunShared(ctx context.Context, database string, members [][]
 	defer func() { d.reset(ctx, conn, database, discard, resetDone) }()
 
 	s := &sharedRound{d: d, db: db, database: database, members: members, gid: gid, out: &out}
-	for first := true; ; first = false {
-		br := conn.SendBatch(ctx, s.batch(first))
+	for round, first := 0, true; ; round, first = round+1, false {
+		b := s.batch(first)
+		b.round = round
+		br := d.send(ctx, conn.Conn(), b)
 		failed, err := s.read(br, first, afterWork)
 		switch {
 		case err == nil:
@@ -101,10 +103,10 @@ type sharedRound struct {
 	out      *txntype.SharedRun
 }
 
-func (s *sharedRound) enter(b *pgx.Batch) { queueAs(b, enterStmts, s.d.role) }
+func (s *sharedRound) enter(b *statements) { queueAs(b, enterStmts, s.d.role) }
 
-func (s *sharedRound) batch(first bool) *pgx.Batch {
-	b := &pgx.Batch{}
+func (s *sharedRound) batch(first bool) *statements {
+	b := &statements{}
 	if first {
 		b.Queue("BEGIN")
 		s.enter(b)
@@ -142,7 +144,7 @@ func (s *sharedRound) batch(first bool) *pgx.Batch {
 
 // read reads one round trip's answers up to PREPARE's. failed is the member whose statement
 // (or savepoint step) failed, or -1 when the error is the transaction's own.
-func (s *sharedRound) read(br pgx.BatchResults, first bool, afterWork func()) (failed int, err error) {
+func (s *sharedRound) read(br batchResults, first bool, afterWork func()) (failed int, err error) {
 	if first {
 		for range 2 {
 			if _, err := br.Exec(); err != nil {
