@@ -16,6 +16,10 @@
 #                        coordinator, PostgreSQL and the Kafka broker (from /proc), and the
 #                        machine's idle and stolen shares over each run (idle %, steal %: a
 #                        run near 0 % idle was bound by CPU; stolen time is other tenants')
+#                        and a request of 100 inserts and 100 records (coordinator-100x) against
+#                        the same work by hand in one PostgreSQL and one Kafka transaction
+#                        (by-hand-100x, the ratios of both "-100x" rows are against it): the
+#                        per-statement and per-record costs apart from the per-request ones
 #   BenchmarkPipeline    a consume-transform-write pipeline end to end, by 1 and 3 members of
 #                        one consumer group (rows "1m", "3m"): each input record one insert and
 #                        one output record, batches as polled; through the coordinator with the
@@ -37,7 +41,8 @@
 # sets -benchtime of the throughput benchmark. PPROF_SECONDS=N profiles the coordinator process
 # over the first N seconds of its c=64 run (PPROF_C=16: its c=16 run; keep BENCHTIME longer) and
 # prints the profile's top entries; the profile is kept as test/artifacts/coordinator-c64.pprof
-# (go tool pprof -http=:).
+# (go tool pprof -http=:). PPROF_C=1m (or 3m) profiles BenchmarkPipeline's coordinator in its run
+# with that many members instead (coordinator-c1m.pprof).
 # BENCH_COORDINATOR_ENV="KAFKA_SHARED_MAX=1 ..." adds settings to the coordinator's, to compare
 # tunings (KAFKA_SHARED_MAX=1 is the coordinator without shared Kafka transactions).
 # BENCH_BASELINE_ENV="NAME=value ..." adds settings to the baseline alone (BENCH_BASELINE=HEAD
@@ -110,11 +115,11 @@ END {
   for (j = 1; j <= nc; j++) for (k = 1; k <= nv; k++) {
     c = cs[j]; n = vs[k]
     if (!((n, c, "txn/s") in v)) continue
-    ref = (n ~ /^pipeline/ ? "pipeline-by-hand" : "dual-write")
+    ref = (n ~ /^pipeline/ ? "pipeline-by-hand" : (n ~ /-100x$/ ? "by-hand-100x" : "dual-write"))
     d = v[ref, c, "txn/s"]; dp = v[ref, c, "p50-ms"]; fp = v["inline-2pc-logged", c, "p50-ms"]
     printf "%-19s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %8s %14.3f %12.3f %14.3f %9s %9s %9s %9s %7s %8s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
       (d > 0 ? v[n, c, "txn/s"] / d : 0), (dp > 0 ? v[n, c, "p50-ms"] / dp : 0),
-      (fp > 0 && n !~ /^pipeline/ ? sprintf("%.2f", v[n, c, "p50-ms"] / fp) : "-"),
+      (fp > 0 && n !~ /^pipeline|-100x$/ ? sprintf("%.2f", v[n, c, "p50-ms"] / fp) : "-"),
       v[n, c, "cpu-coord-ms/txn"], v[n, c, "cpu-pg-ms/txn"], v[n, c, "cpu-kafka-ms/txn"],
       ((n, c, "shared-%") in v ? sprintf("%.0f", v[n, c, "shared-%"]) : "-"),
       ((n, c, "members/shared-txn") in v ? sprintf("%.1f", v[n, c, "members/shared-txn"]) : "-"),

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,12 +33,25 @@ import (
 // scripts/bench.sh puts the rows in its one table ("1m", "3m": members), with the ratio to
 // pipeline-by-hand.
 func BenchmarkPipeline(b *testing.B) {
+	b.Cleanup(func() {
+		for _, r := range phaseReports {
+			fmt.Println(r)
+		}
+		phaseReports = nil
+	})
 	cpu := servicePIDs(b)
 	e := newStore(b, envOpts{})
 	_, err := e.db.Exec(context.Background(), `CREATE TABLE shipments (order_id text NOT NULL, input_partition int NOT NULL, input_offset bigint NOT NULL)`)
 	require.NoError(b, err)
+	pprofAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	base, coordPID := startBenchCoordinator(b, e, "bench-pipeline", []string{"KAFKA_POOL_SIZE=16",
-		"COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=10s"})
+		"COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=10s", "COORDINATOR_PPROF_LISTEN=" + pprofAddr})
+	// BENCH_PPROF_C=1m or 3m profiles the coordinator over that run (BENCH_PPROF_SECONDS).
+	profiledMembers := 0
+	if s := os.Getenv("BENCH_PPROF_C"); strings.HasSuffix(s, "m") {
+		profiledMembers, err = strconv.Atoi(strings.TrimSuffix(s, "m"))
+		require.NoError(b, err, "BENCH_PPROF_C")
+	}
 	c, err := client.New(base)
 	require.NoError(b, err)
 	pool := e.db
@@ -88,6 +103,14 @@ func BenchmarkPipeline(b *testing.B) {
 					wg.Go(func() { errs[i] = v.member(ctx, p, i, lat) })
 				}
 				p.waitAssigned(b, members)
+				var metrics0 series
+				if v.pid == coordPID && os.Getenv("BENCH_PHASES") != "" {
+					metrics0 = scrapeURL(b, base+"/metrics")
+				}
+				var profiled <-chan struct{}
+				if v.pid == coordPID && members == profiledMembers && b.N > 1 {
+					profiled = profileCoordinator(b, pprofAddr)
+				}
 				before := cpu.sample(b, v.pid)
 				b.ResetTimer()
 				start := time.Now()
@@ -101,6 +124,12 @@ func BenchmarkPipeline(b *testing.B) {
 				elapsed := time.Since(start)
 				b.StopTimer()
 				after := cpu.sample(b, v.pid)
+				if metrics0 != nil {
+					logPhases(b, metrics0, scrapeURL(b, base+"/metrics"))
+				}
+				if profiled != nil {
+					<-profiled
+				}
 				cancel()
 				wg.Wait()
 				for _, err := range errs {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -43,6 +44,10 @@ import (
 //     transaction (a savepoint each, one PREPARE) and one Kafka transaction: what sharing the SQL
 //     side too would cost at best (sharedinline_bench_test.go);
 //   - dual-write: by hand, not atomic: a plain SQL commit ∥ one Kafka transaction;
+//   - coordinator-100x and by-hand-100x: a request of 100 inserts and 100 records (what a
+//     pipeline batch sends) through the coordinator, and the same by hand in one PostgreSQL
+//     transaction (one batch) ∥ one Kafka transaction: the per-statement and per-record costs
+//     apart from the per-request ones (scripts/bench.sh puts both against by-hand-100x);
 //   - baseline (only with BENCH_BASELINE_BINARY, which scripts/bench.sh sets from
 //     BENCH_BASELINE=<git revision>): another build of the coordinator, configured like the
 //     first, a third instance on the same log: a change measured against the code before it,
@@ -132,6 +137,27 @@ func BenchmarkThroughput(b *testing.B) {
 		}
 	}
 	viaCoordinator, viaUnshared, viaBaseline := via(base, e.topic, ""), via(unsharedBase, e.topic, ""), via(baselineBase, baselineTopic, "")
+	// A request of many statements and records, as a pipeline batch sends (the rows "-100x"):
+	// manyPerRequest inserts and as many records, through the coordinator and by hand.
+	viaMany := func(_ int, id string) error {
+		sqls, recs := make([]any, manyPerRequest), make([]any, manyPerRequest)
+		for i := range manyPerRequest {
+			key := fmt.Sprintf("%s-%03d", id, i)
+			sqls[i] = map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, $2)", "args": []any{key, 1}}
+			recs[i] = map[string]any{"topic": e.topic, "key": key, "value": value}
+		}
+		body, _ := json.Marshal(map[string]any{"id": id, "sql": sqls, "kafka": recs})
+		resp, err := client.Post(base+"/v1/transactions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d: %s", resp.StatusCode, raw)
+		}
+		return nil
+	}
 	// The same coordinator, its requests answered at the decision (D1): phase 2 behind the answer.
 	viaDecided := via(base, e.topic, "decided")
 	withProducer := func(f func(cl *kgo.Client, id string) error) func(int, string) error {
@@ -145,10 +171,11 @@ func BenchmarkThroughput(b *testing.B) {
 	logged := withProducer(func(cl *kgo.Client, id string) error { return inline2PCLogged(e.db, cl, e.topic, id, value) })
 	gidLog := withProducer(func(cl *kgo.Client, id string) error { return inline2PCGIDLog(e.db, cl, e.topic, id, value) })
 	dual := withProducer(func(cl *kgo.Client, id string) error { return dualWrite(e.db, cl, e.topic, id, value) })
+	dualMany := withProducer(func(cl *kgo.Client, id string) error { return dualWriteMany(e.db, cl, e.topic, id, value) })
 
 	// Warm up every path (JIT, pools, connections), untimed.
 	shared := newSharedInline(b, e.db, producers, e.topic, value, 1).do
-	ops := []func(int, string) error{viaCoordinator, viaDecided, viaUnshared, inline, logged, gidLog, dual, shared}
+	ops := []func(int, string) error{viaCoordinator, viaDecided, viaUnshared, inline, logged, gidLog, dual, shared, viaMany, dualMany}
 	if baselineBinary != "" {
 		ops = append(ops, viaBaseline)
 	}
@@ -173,6 +200,8 @@ func BenchmarkThroughput(b *testing.B) {
 		{"inline-2pc-gidlog", os.Getpid(), gidLog, ""},
 		{"inline-shared", os.Getpid(), shared, ""},
 		{"dual-write", os.Getpid(), dual, ""},
+		{"coordinator-100x", coordPID, viaMany, ""},
+		{"by-hand-100x", os.Getpid(), dualMany, ""},
 	}
 	if baselineBinary != "" {
 		variants = append(variants, variant{"baseline", baselinePID, viaBaseline, baselineBase})
@@ -185,7 +214,7 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	// BENCH_PPROF_C chooses the concurrency whose run is profiled (64 unless set).
 	profiledC := 64
-	if s := os.Getenv("BENCH_PPROF_C"); s != "" {
+	if s := os.Getenv("BENCH_PPROF_C"); s != "" && !strings.HasSuffix(s, "m") { // "1m": BenchmarkPipeline's
 		profiledC, err = strconv.Atoi(s)
 		require.NoError(b, err, "BENCH_PPROF_C")
 	}
@@ -303,6 +332,37 @@ func dualWrite(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) error 
 		errc <- err
 	}()
 	if _, err := produceOne(ctx, cl, topic, id, value, false); err != nil {
+		return err
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return err
+	}
+	return <-errc
+}
+
+// manyPerRequest is the number of inserts and of records of one request in the "-100x" rows.
+const manyPerRequest = 100
+
+// dualWriteMany is the "-100x" rows' work by hand, without atomicity: one PostgreSQL transaction
+// of manyPerRequest inserts (one batch) alongside one Kafka transaction of as many records.
+func dualWriteMany(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) error {
+	ctx := context.Background()
+	errc := make(chan error, 1)
+	go func() {
+		b := &pgx.Batch{}
+		for i := range manyPerRequest {
+			b.Queue("INSERT INTO orders (id, total) VALUES ($1, $2)", fmt.Sprintf("%s-%03d", id, i), 1)
+		}
+		errc <- pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
+	}()
+	if err := cl.BeginTransaction(); err != nil {
+		return err
+	}
+	recs := make([]*kgo.Record, manyPerRequest)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("%s-%03d", id, i)), Value: []byte(value)}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return err
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
