@@ -55,14 +55,28 @@ func BenchmarkPipeline(b *testing.B) {
 	c, err := client.New(base)
 	require.NoError(b, err)
 	pool := e.db
+	// BENCH_BASELINE_BINARY (scripts/bench.sh BENCH_BASELINE=<revision>): another build of the
+	// coordinator, on a log of its own, as the row pipeline-baseline of the same run.
+	var cBaseline *client.Client
+	baselinePID := 0
+	if bin := os.Getenv("BENCH_BASELINE_BINARY"); bin != "" {
+		eb := newStore(b, envOpts{})
+		_, err := eb.db.Exec(context.Background(), `CREATE TABLE shipments (order_id text NOT NULL, input_partition int NOT NULL, input_offset bigint NOT NULL)`)
+		require.NoError(b, err)
+		var baseBaseline string
+		baseBaseline, baselinePID = startBenchBinary(b, bin, eb, "bench-pipeline-baseline", []string{"KAFKA_POOL_SIZE=16",
+			"COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=10s"})
+		cBaseline, err = client.New(baseBaseline)
+		require.NoError(b, err)
+	}
 
 	type variant struct {
 		name   string
 		pid    int
 		member func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error
 	}
-	variants := []variant{
-		{"pipeline", coordPID, func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
+	through := func(c *client.Client) func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
+		return func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
 			var mu sync.Mutex
 			starts := map[string]time.Time{}
 			key := func(r *kgo.Record) string { return fmt.Sprintf("%d/%d", r.Partition, r.Offset) }
@@ -80,10 +94,16 @@ func BenchmarkPipeline(b *testing.B) {
 					mu.Unlock()
 				}}
 			return c.RunPipeline(ctx, pl)
-		}},
+		}
+	}
+	variants := []variant{
+		{"pipeline", coordPID, through(c)},
 		{"pipeline-by-hand", os.Getpid(), func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
 			return p.byHand(ctx, pool, i, lat)
 		}},
+	}
+	if cBaseline != nil {
+		variants = append(variants, variant{"pipeline-baseline", baselinePID, through(cBaseline)})
 	}
 	if os.Getenv("BENCH_ORDER") == "reverse" {
 		slices.Reverse(variants)

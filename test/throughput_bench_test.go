@@ -200,7 +200,7 @@ func BenchmarkThroughput(b *testing.B) {
 		{"inline-2pc-gidlog", os.Getpid(), gidLog, ""},
 		{"inline-shared", os.Getpid(), shared, ""},
 		{"dual-write", os.Getpid(), dual, ""},
-		{"coordinator-100x", coordPID, viaMany, ""},
+		{"coordinator-100x", coordPID, viaMany, base},
 		{"by-hand-100x", os.Getpid(), dualMany, ""},
 	}
 	if baselineBinary != "" {
