@@ -1,9 +1,7 @@
 package test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -109,19 +107,9 @@ func BenchmarkGrowth(b *testing.B) {
 	value := strings.Repeat("v", 100)
 	via := func(l *log) func(int, string) error {
 		return func(_ int, id string) error {
-			body, _ := json.Marshal(map[string]any{"id": id,
+			return postTransaction(client, l.base, map[string]any{"id": id,
 				"sql":   []any{map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, $2)", "args": []any{id, 1}}},
 				"kafka": []any{map[string]any{"topic": l.e.topic, "key": id, "value": value}}})
-			resp, err := client.Post(l.base+"/v1/transactions", "application/json", bytes.NewReader(body))
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			raw, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("status %d: %s", resp.StatusCode, raw)
-			}
-			return nil
 		}
 	}
 	for i := range 300 { // warm up every path, untimed

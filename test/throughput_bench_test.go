@@ -123,17 +123,7 @@ func BenchmarkThroughput(b *testing.B) {
 			if answer != "" {
 				req["answer"] = answer
 			}
-			body, _ := json.Marshal(req)
-			resp, err := client.Post(base+"/v1/transactions", "application/json", bytes.NewReader(body))
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			raw, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("status %d: %s", resp.StatusCode, raw)
-			}
-			return nil
+			return postTransaction(client, base, req)
 		}
 	}
 	viaCoordinator, viaUnshared, viaBaseline := via(base, e.topic, ""), via(unsharedBase, e.topic, ""), via(baselineBase, baselineTopic, "")
@@ -146,17 +136,7 @@ func BenchmarkThroughput(b *testing.B) {
 			sqls[i] = map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, $2)", "args": []any{key, 1}}
 			recs[i] = map[string]any{"topic": e.topic, "key": key, "value": value}
 		}
-		body, _ := json.Marshal(map[string]any{"id": id, "sql": sqls, "kafka": recs})
-		resp, err := client.Post(base+"/v1/transactions", "application/json", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d: %s", resp.StatusCode, raw)
-		}
-		return nil
+		return postTransaction(client, base, map[string]any{"id": id, "sql": sqls, "kafka": recs})
 	}
 	// The same coordinator, its requests answered at the decision (D1): phase 2 behind the answer.
 	viaDecided := via(base, e.topic, "decided")
@@ -338,6 +318,25 @@ func dualWrite(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) error 
 		return err
 	}
 	return <-errc
+}
+
+// postTransaction sends one request to a coordinator's POST /v1/transactions; anything but 200
+// is an error.
+func postTransaction(client *http.Client, base string, req map[string]any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Post(base+"/v1/transactions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d: %s", resp.StatusCode, raw)
+	}
+	return nil
 }
 
 // manyPerRequest is the number of inserts and of records of one request in the "-100x" rows.
