@@ -52,31 +52,39 @@ func (s *statements) send(ctx context.Context, conn *pgx.Conn) *stmtResults {
 	for _, q := range s.items {
 		count[q.sql]++
 	}
-	type encoded struct {
-		values  [][]byte
-		formats []int16
-	}
-	enc := make([]encoded, len(s.items))
-	var eqb pgx.ExtendedQueryBuilder
+	// Every parameter is text (Build without a statement description), so no formats are
+	// sent. Build reuses its buffers: the values are copied into one arena, and sliced once
+	// every statement is encoded.
+	var (
+		eqb    pgx.ExtendedQueryBuilder
+		arena  = make([]byte, 0, 512) // never nil: an empty value sliced from it is not NULL
+		spans  []valueSpan
+		counts = make([]int, len(s.items))
+	)
 	for i, q := range s.items {
 		if err := eqb.Build(conn.TypeMap(), nil, q.args); err != nil {
 			return &stmtResults{err: err}
 		}
-		// eqb reuses its buffers: the values are copied out before the next Build.
-		values := make([][]byte, len(eqb.ParamValues))
-		for j, v := range eqb.ParamValues {
-			if v != nil {
-				values[j] = append([]byte{}, v...)
-			}
+		for _, v := range eqb.ParamValues {
+			spans = append(spans, valueSpan{start: len(arena), end: len(arena) + len(v), null: v == nil})
+			arena = append(arena, v...)
 		}
-		enc[i] = encoded{values: values, formats: append([]int16(nil), eqb.ParamFormats...)}
+		counts[i] = len(eqb.ParamValues)
+	}
+	all := make([][]byte, len(spans))
+	for j, sp := range spans {
+		if !sp.null {
+			all[j] = arena[sp.start:sp.end:sp.end]
+		}
 	}
 	r := &stmtResults{conn: conn, parsed: make([]bool, len(s.items))}
 	r.p = conn.PgConn().StartPipeline(ctx)
 	names := map[string]string{}
 	for i, q := range s.items {
+		values := all[:counts[i]:counts[i]]
+		all = all[counts[i]:]
 		if count[q.sql] < 2 {
-			r.p.SendQueryParams(q.sql, enc[i].values, nil, enc[i].formats, nil)
+			r.p.SendQueryParams(q.sql, values, nil, nil, nil)
 			continue
 		}
 		name, ok := names[q.sql]
@@ -86,13 +94,19 @@ func (s *statements) send(ctx context.Context, conn *pgx.Conn) *stmtResults {
 			r.p.SendPrepare(name, q.sql, nil)
 			r.parsed[i] = true
 		}
-		r.p.SendQueryPrepared(name, enc[i].values, enc[i].formats, nil)
+		r.p.SendQueryPrepared(name, values, nil, nil)
 	}
 	r.p.SendPipelineSync()
 	if err := r.p.Flush(); err != nil {
 		r.err = err
 	}
 	return r
+}
+
+// valueSpan is one encoded parameter in send's arena; null: SQL NULL (no bytes at all).
+type valueSpan struct {
+	start, end int
+	null       bool
 }
 
 // batchResults are the answers of a round trip, read in order (as pgx.BatchResults).

@@ -66,7 +66,11 @@ func TestStatementsAnswerAsPgxBatch(t *testing.T) {
 		s := &statements{}
 		s.Queue("BEGIN")
 		for i := range 3 {
-			s.Queue(insert, args([]any{json.Number(fmt.Sprint(base + i)), json.Number("12.50"), `{"a":[1,2]}`, true, "2026-12-05T10:00:00Z", nil})...)
+			var note any // NULL, and an empty string first (which is not NULL)
+			if i == 0 {
+				note = ""
+			}
+			s.Queue(insert, args([]any{json.Number(fmt.Sprint(base + i)), json.Number("12.50"), `{"a":[1,2]}`, true, "2026-12-05T10:00:00Z", note})...)
 			s.Queue("SELECT count(*) AS n, sum(price) AS total FROM items")
 		}
 		s.Queue("SELECT $1::text AS once", "only once")
@@ -129,6 +133,17 @@ func TestStatementsFailureStopsAtItsStatement(t *testing.T) {
 	rows, err := readAll(t, again.send(ctx, conn), 2)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, rows[1][0]["one"])
+}
+
+// An empty string is sent as one, not as NULL, also when it is the round trip's only value.
+func TestStatementsEmptyValueIsNotNull(t *testing.T) {
+	t.Parallel()
+	conn, _ := testConn(t)
+	s := &statements{}
+	s.Queue("SELECT $1::text IS NULL AS null, $1::text AS value", "")
+	rows, err := readAll(t, s.send(context.Background(), conn), 1)
+	require.NoError(t, err)
+	assert.Equal(t, []map[string]any{{"null": false, "value": ""}}, rows[0])
 }
 
 // An argument that cannot be encoded sends nothing; every read answers the error.
