@@ -33,19 +33,20 @@ import (
 // scripts/bench.sh puts the rows in its one table ("1m", "3m": members), with the ratio to
 // pipeline-by-hand.
 func BenchmarkPipeline(b *testing.B) {
-	b.Cleanup(func() {
-		for _, r := range phaseReports {
-			fmt.Println(r)
-		}
-		phaseReports = nil
-	})
+	printPhaseReports(b)
 	cpu := servicePIDs(b)
-	e := newStore(b, envOpts{})
-	_, err := e.db.Exec(context.Background(), `CREATE TABLE shipments (order_id text NOT NULL, input_partition int NOT NULL, input_offset bigint NOT NULL)`)
-	require.NoError(b, err)
+	// newShipments is a log of its own with the pipeline's table.
+	newShipments := func() *env {
+		e := newStore(b, envOpts{})
+		_, err := e.db.Exec(context.Background(), `CREATE TABLE shipments (order_id text NOT NULL, input_partition int NOT NULL, input_offset bigint NOT NULL)`)
+		require.NoError(b, err)
+		return e
+	}
+	settings := []string{"KAFKA_POOL_SIZE=16", "COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=10s"}
+	e := newShipments()
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	base, coordPID := startBenchCoordinator(b, e, "bench-pipeline", []string{"KAFKA_POOL_SIZE=16",
-		"COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=10s", "COORDINATOR_PPROF_LISTEN=" + pprofAddr})
+	base, coordPID := startBenchCoordinator(b, e, "bench-pipeline", append(slices.Clone(settings), "COORDINATOR_PPROF_LISTEN="+pprofAddr))
+	var err error
 	// BENCH_PPROF_C=1m or 3m profiles the coordinator over that run (BENCH_PPROF_SECONDS).
 	profiledMembers := 0
 	if s := os.Getenv("BENCH_PPROF_C"); strings.HasSuffix(s, "m") {
@@ -60,12 +61,8 @@ func BenchmarkPipeline(b *testing.B) {
 	var cBaseline *client.Client
 	baselinePID := 0
 	if bin := os.Getenv("BENCH_BASELINE_BINARY"); bin != "" {
-		eb := newStore(b, envOpts{})
-		_, err := eb.db.Exec(context.Background(), `CREATE TABLE shipments (order_id text NOT NULL, input_partition int NOT NULL, input_offset bigint NOT NULL)`)
-		require.NoError(b, err)
 		var baseBaseline string
-		baseBaseline, baselinePID = startBenchBinary(b, bin, eb, "bench-pipeline-baseline", []string{"KAFKA_POOL_SIZE=16",
-			"COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=10s"})
+		baseBaseline, baselinePID = startBenchBinary(b, bin, newShipments(), "bench-pipeline-baseline", settings)
 		cBaseline, err = client.New(baseBaseline)
 		require.NoError(b, err)
 	}

@@ -61,12 +61,7 @@ import (
 //
 //	bash scripts/bench.sh
 func BenchmarkThroughput(b *testing.B) {
-	b.Cleanup(func() {
-		for _, r := range phaseReports {
-			fmt.Println(r)
-		}
-		phaseReports = nil
-	})
+	printPhaseReports(b)
 	cpu := servicePIDs(b)
 	e := newStore(b, envOpts{poolSize: 64})
 	_, err := e.db.Exec(context.Background(), "CREATE TABLE bench_markers (gid text PRIMARY KEY)")
@@ -508,8 +503,18 @@ func procCPU(b *testing.B, pid int, children bool) cpuTime {
 	return cpuTime(float64(sum) * 1000 / clockTicks)
 }
 
-// phaseReports are logPhases' reports, printed when BenchmarkThroughput ends.
+// phaseReports are logPhases' reports, printed when the benchmark ends (printPhaseReports).
 var phaseReports []string
+
+// printPhaseReports prints logPhases' reports when the benchmark ends.
+func printPhaseReports(b *testing.B) {
+	b.Cleanup(func() {
+		for _, r := range phaseReports {
+			fmt.Println(r)
+		}
+		phaseReports = nil
+	})
+}
 
 // logPhases logs, for each phase the coordinator measured during the run, how many times it ran
 // and its mean duration (BENCH_PHASES=1 bash scripts/bench.sh): where a request's time goes. A
