@@ -15,6 +15,10 @@ type OffsetCommit struct {
 	MemberID        string            `json:"member_id,omitempty"`
 	GroupInstanceID *string           `json:"group_instance_id,omitempty"`
 	Offsets         []PartitionOffset `json:"offsets"`
+	// After is the id of the same member's batch sent before this one, which may still be in
+	// flight (rule O4): this one commits only if that one committed, and its offsets go after
+	// that one's. RunPipeline sets it for every batch of its window but the first.
+	After string `json:"after,omitempty"`
 }
 
 // PartitionOffset is one partition's offset (OffsetCommit.offsets[]): the next offset to read,

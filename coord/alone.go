@@ -37,6 +37,11 @@ func (alone) phase1(ctx context.Context, c *Coordinator, w *work) (ended, bool) 
 		// The one database committed: its marker row makes that knowable after a crash.
 		return c.finish(w, txntype.StateCommitted, nil), true
 	}
+	// O4b: a chained request commits only if its predecessor did; it waits here, while it
+	// may still abort, before anything that could commit it is logged.
+	if err := c.awaitPredecessor(ctx, w, stageCommitted); err != nil {
+		return c.abort(w, err), true
+	}
 	return ended{}, false
 }
 
@@ -79,6 +84,9 @@ func (alone) decide(ctx, fctx context.Context, c *Coordinator, w *work) (commit 
 		return false, nil, c.inDoubt(w, err), true
 	}
 	c.fault(txntype.FaultAfterEndTxn)
+	if commit {
+		w.markCommitted()
+	}
 	return commit, cause, ended{}, false
 }
 

@@ -181,7 +181,7 @@ func (c *Coordinator) execute(ctx context.Context, req txntype.Request) (*txntyp
 	// request (flight.go).
 	var f *flight
 	for f == nil {
-		if f, err = c.board(ctx, t); err != nil {
+		if f, err = c.board(ctx, t, req.KafkaOffsets != nil); err != nil {
 			return nil, err
 		}
 	}

@@ -29,14 +29,20 @@ type flight struct {
 	req    txntype.Transaction // the request as boarded: GET shows it before its row is logged
 	since  time.Time           // when it was boarded
 	done   chan struct{}       // closed when the run has left the in-flight set
+	// chain are the marks a chained successor waits for (chain.go); nil for a request
+	// without offsets.
+	chain *chainMarks
 }
 
 // board puts the request with gid and digest in flight: mine is its flight, or nil when
 // another run of the id is in flight, whose outcome then answers the request (err, or nil when
 // that run ended and the request may go on as a repeat of the id: board again).
-func (c *Coordinator) board(ctx context.Context, t *txntype.Transaction) (mine *flight, err error) {
+func (c *Coordinator) board(ctx context.Context, t *txntype.Transaction, offsets bool) (mine *flight, err error) {
 	gid := t.GID
 	f := &flight{digest: t.Digest, req: *t, since: time.Now(), done: make(chan struct{})}
+	if offsets {
+		f.chain = newChainMarks()
+	}
 	v, busy := c.inflight.LoadOrStore(gid, f)
 	if !busy {
 		return f, nil

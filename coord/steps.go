@@ -158,9 +158,14 @@ func (c *Coordinator) kafkaPhase1(ctx context.Context, w *work) (err error) {
 		// produces nothing, and under transactions v2 the records' implicit partition adds do
 		// not race the offsets' own (a race the broker answers CONCURRENT_TRANSACTIONS, which
 		// held the flush for seconds).
+		// O4a: a chained request's offsets go after its predecessor's.
+		if err := c.awaitPredecessor(ctx, w, stageAppended); err != nil {
+			return err
+		}
 		if err := ktx.CommitOffsets(ctx, oc); err != nil {
 			return err
 		}
+		w.markAppended()
 		// Logged with prepared (I2), with the ids of the transaction that commits them.
 		w.t.KafkaOffsets = oc
 		if len(w.req.Kafka) > 0 {

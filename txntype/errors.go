@@ -53,6 +53,10 @@ var (
 	// break atomicity, or another process owns the transaction right now); nothing was changed
 	// unless the message says so.
 	ErrNotAllowed = errors.New("action not allowed")
+	// ErrPredecessorUncommitted: a chained request (O4, OffsetCommit.After) was aborted because
+	// the request it names did not commit: it aborted, was never logged, or had no known
+	// outcome when this one had to decide.
+	ErrPredecessorUncommitted = errors.New("its predecessor did not commit")
 	// ErrMovedOn: a log write's compare-and-set failed: the row left the state the writer read,
 	// or it is no longer the writer's (claimed by a resolver, or the writer's instance lost the
 	// epoch of its lock). The writer re-reads and answers from the stored state.

@@ -21,6 +21,10 @@ type OffsetCommit struct {
 	MemberID        string            `json:"member_id,omitempty"`
 	GroupInstanceID *string           `json:"group_instance_id,omitempty"`
 	Offsets         []PartitionOffset `json:"offsets"`
+	// After is the request id of the same member's batch sent before this one, when that one
+	// may still be in flight (O4, coord/chain.go): this request's offsets are sent only after
+	// that one's were appended, and it commits only if that one committed. Empty: no chain.
+	After string `json:"after,omitempty"`
 }
 
 // PartitionOffset is one partition's offset to commit: the next offset to read (Kafka's
@@ -57,11 +61,17 @@ const maxGroupID = 255
 
 // validate checks the offsets (nil: none) the way Request.Validate checks the rest; the error
 // names the field.
-func (o *OffsetCommit) validate(l Limits) error {
+func (o *OffsetCommit) validate(l Limits, id string) error {
 	if o == nil {
 		return nil
 	}
 	const f = "kafka_offsets"
+	switch {
+	case o.After != "" && !idPattern.MatchString(o.After):
+		return Invalid(f+".after", "must be a request id: 1-128 characters of [A-Za-z0-9._:-]")
+	case o.After != "" && o.After == id:
+		return Invalid(f+".after", "names this request itself: it names the request sent before this one")
+	}
 	if o.GroupID == "" {
 		return Invalid(f+".group_id", "must not be empty")
 	}

@@ -208,7 +208,7 @@ func (r *Request) Validate(l Limits, knownDB func(string) bool) error {
 			return Invalid(field+".partition", "must not be negative")
 		}
 	}
-	return r.KafkaOffsets.validate(l)
+	return r.KafkaOffsets.validate(l, r.ID)
 }
 
 func isScalar(v any) bool {

@@ -1,0 +1,160 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kpgtx/coordinator/txntype"
+)
+
+// Chained requests (O4, docs/design.md section 8): a pipeline member keeps several batches in
+// flight, each naming the one sent before it (OffsetCommit.After). Two rules keep that as safe
+// as one batch at a time:
+//
+//   - O4a, offsets in order: a request's TxnOffsetCommit is sent only after its predecessor's
+//     was appended. The group coordinator makes a committed transaction's offsets the group's
+//     only when their commit record sits after the current one in __consumer_offsets, so the
+//     later batch's offsets win whatever order the two transactions' markers land in; sent the
+//     other way round, the earlier batch's offsets would win and the group would go back.
+//   - O4b, commits in order: a request commits only if its predecessor committed. It waits, at
+//     the end of its phase 1 and before anything that could commit it is logged, for its
+//     predecessor's decision; a predecessor aborted, fenced, never logged or without a known
+//     outcome aborts it (409, ErrPredecessorUncommitted), so no refused batch is committed
+//     past, and by induction none of the batches chained after a refused one commits.
+//
+// A predecessor in flight on this instance is waited for through its flight's marks; any other
+// is read from the log: its stored state says what it did (a prepared row has its offsets
+// appended, but only committing and committed are a decision to commit: a prepared row's Kafka
+// transaction may still time out). The waits are bounded by the request's own budget.
+
+// chainMarks are the two moments of a chained request that its successor waits for; each
+// channel is closed once.
+type chainMarks struct {
+	appended  chan struct{} // its offsets were appended to __consumer_offsets (O4a)
+	committed chan struct{} // it is decided to commit (O4b)
+}
+
+func newChainMarks() *chainMarks {
+	return &chainMarks{appended: make(chan struct{}), committed: make(chan struct{})}
+}
+
+// markAppended records that w's offsets were appended (after TxnOffsetCommit succeeded).
+func (w *work) markAppended() {
+	if m := w.flight.chain; m != nil {
+		close(m.appended)
+	}
+}
+
+// markCommitted records that w is decided to commit (EndTxn(commit) succeeded).
+func (w *work) markCommitted() {
+	if m := w.flight.chain; m != nil {
+		close(m.committed)
+	}
+}
+
+// chainStage is what a successor waits for.
+type chainStage uint8
+
+const (
+	stageAppended chainStage = iota
+	stageCommitted
+)
+
+func (s chainStage) String() string {
+	if s == stageAppended {
+		return "its offsets appended"
+	}
+	return "its commit"
+}
+
+// notLoggedGrace is how long a successor looks for a predecessor that is neither in flight here
+// nor logged: the two requests may have been sent back to back and reach the coordinator in
+// the other order.
+const notLoggedGrace = time.Second
+
+// awaitPredecessor returns once w's predecessor (if any) reached stage, or an abortable failure
+// (matching ErrPredecessorUncommitted) when it never will.
+func (c *Coordinator) awaitPredecessor(ctx context.Context, w *work, stage chainStage) error {
+	oc := w.req.KafkaOffsets
+	if oc == nil || oc.After == "" {
+		return nil
+	}
+	gid := c.GID(oc.After)
+	var missingSince time.Time
+	for {
+		if f := c.flightOf(gid); f != nil {
+			var mark <-chan struct{} // nil without marks (no offsets): only its end tells
+			if f.chain != nil {
+				mark = f.chain.appended
+				if stage == stageCommitted {
+					mark = f.chain.committed
+				}
+			}
+			select {
+			case <-mark:
+				return nil
+			case <-f.done:
+				// It ended here without reaching stage (or just after): its row says.
+			case <-ctx.Done():
+				return chainBroken(oc.After, stage, fmt.Sprintf("it had not reached that within this request's budget: %v", context.Cause(ctx)))
+			}
+		}
+		t, err := c.log.Get(ctx, oc.After)
+		switch {
+		case errors.Is(err, txntype.ErrNotFound):
+			if missingSince.IsZero() {
+				missingSince = time.Now()
+			}
+			if time.Since(missingSince) > notLoggedGrace {
+				return chainBroken(oc.After, stage, "it is not logged")
+			}
+			select {
+			case <-ctx.Done():
+				return chainBroken(oc.After, stage, "it is not logged")
+			case <-time.After(5 * time.Millisecond):
+			}
+			continue
+		case err != nil:
+			return &txntype.Failure{Participant: txntype.ParticipantCoordinator, Class: txntype.ClassRetriable,
+				Err: fmt.Errorf("reading predecessor %q: %w", oc.After, err)}
+		}
+		if c.InFlight(t.GID) && t.State == txntype.StateActive {
+			continue // boarded meanwhile: wait for its marks
+		}
+		if reached(t.State, stage) {
+			return nil
+		}
+		return chainBroken(oc.After, stage, "it is "+string(t.State))
+	}
+}
+
+// flightOf is the flight of the request with gid in flight here, or nil.
+func (c *Coordinator) flightOf(gid string) *flight {
+	v, ok := c.inflight.Load(gid)
+	if !ok {
+		return nil
+	}
+	f, _ := v.(*flight)
+	return f
+}
+
+// reached reports whether a predecessor's stored state shows stage: its offsets are appended
+// once it is prepared (they are sent in phase 1, before prepared is logged), and it is decided
+// to commit only when committing or committed.
+func reached(s txntype.State, stage chainStage) bool {
+	switch s {
+	case txntype.StateCommitting, txntype.StateCommitted:
+		return true
+	case txntype.StatePrepared:
+		return stage == stageAppended
+	}
+	return false
+}
+
+// chainBroken is the failure of a request whose predecessor will not reach stage.
+func chainBroken(after string, stage chainStage, why string) error {
+	return &txntype.Failure{Participant: txntype.ParticipantCoordinator, Class: txntype.ClassAbortable,
+		Err: fmt.Errorf("%w: waited for %s of %q (kafka_offsets.after), but %s", txntype.ErrPredecessorUncommitted, stage, after, why)}
+}
