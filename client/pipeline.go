@@ -34,6 +34,11 @@ type Pipeline struct {
 	Transform func(ctx context.Context, batch []*kgo.Record) ([]Statement, []Record, error)
 	// MaxPollRecords bounds a batch; 0: 500.
 	MaxPollRecords int
+	// InFlight is how many batches the member keeps in flight at once; 0: DefaultInFlight; 1:
+	// one at a time. A batch sent while others are in flight names the last of them (rule O4):
+	// its offsets go after that one's and it commits only if that one committed, so the
+	// group's offsets move forward in batch order and never past a batch that did not commit.
+	InFlight int
 	// TimeoutMS is each request's time budget; nil: the server's default.
 	TimeoutMS *int64
 	// Options are more kgo options for the consumer (TLS, SASL, balancers, session timeout).
@@ -53,9 +58,14 @@ type Pipeline struct {
 // client's retry window (WithRetryWindow; the error matches ErrRetryWindow, and the batch's
 // outcome shows in the group's offsets once it is known).
 //
+//   - Up to InFlight batches are in flight at once, each chained after the one before it (O4):
+//     the next batch runs its phase 1 while the previous one commits. When a batch does not
+//     commit, none of the batches after it does: they are dropped with it, and the member
+//     polls again from that batch's first offsets.
 //   - Rebalances are held while a batch is in flight (kgo.BlockRebalanceOnPoll) and allowed
-//     between batches, so a member gives its partitions up only with no batch in flight: it
-//     stops cleanly.
+//     whenever the window is empty, at the latest every rebalanceEvery (the window is drained
+//     then), so a member gives its partitions up only with no batch in flight: it stops
+//     cleanly.
 //   - A batch the group fences (a member that a rebalance moved on, ErrGroupFenced: 409,
 //     nothing of it committed) is dropped: its partitions are rewound to the batch's start and
 //     the member polls again once it has rejoined; whoever owns them now processes them.
@@ -78,6 +88,10 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 	max := p.MaxPollRecords
 	if max <= 0 {
 		max = 500
+	}
+	depth := p.InFlight
+	if depth <= 0 {
+		depth = DefaultInFlight
 	}
 	committed := &lastCommitted{next: map[string]map[int32]int64{}}
 	opts := append([]kgo.Opt{
@@ -102,80 +116,199 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 		return fmt.Errorf("client: pipeline consumer: %w", err)
 	}
 	defer cl.Close() // leaves the group
-	// attempt counts the sends of the batch at the group's position: a new id after each abort.
-	attempt := 0
+	// On the way out: the window's answers, then the rebalance the member's leaving needs.
+	defer cl.AllowRebalance()
+	r := &pipelineRun{c: c, p: p, cl: cl, log: log, committed: committed}
+	defer r.drain()
+	openedAt := c.now() // when the window was last empty, and rebalances allowed
 	for {
-		fetches := cl.PollRecords(ctx, max)
+		// Settle the answered batches, oldest first; wait for the oldest when the window is
+		// full or a rebalance point is due.
+		for len(r.window) > 0 {
+			head := r.window[0]
+			due := len(r.window) >= depth || c.now().Sub(openedAt) >= rebalanceEvery
+			if !due && !head.answered() {
+				break
+			}
+			<-head.done
+			r.window = r.window[1:]
+			if head.err == nil {
+				r.attempt = 0
+				committed.record(head.req.KafkaOffsets)
+				if p.OnCommit != nil {
+					p.OnCommit(head.batch, head.t)
+				}
+				continue
+			}
+			if stop, err := r.failed(ctx, head); stop {
+				return err
+			}
+		}
+		if len(r.window) == 0 {
+			cl.AllowRebalance() // nothing in flight: the member may give partitions up here
+			openedAt = c.now()
+		}
+		fetches := r.poll(ctx, max, openedAt.Add(rebalanceEvery))
 		if ctx.Err() != nil {
-			cl.AllowRebalance()
 			return nil
 		}
 		if err := fatalFetchError(fetches); err != nil {
-			cl.AllowRebalance()
+			r.drain()
 			return err
 		}
 		batch := fetches.Records()
 		if len(batch) == 0 {
-			cl.AllowRebalance()
 			continue
 		}
 		member, gen := cl.GroupMetadata()
-		t, err := c.submitBatch(ctx, p, batch, member, gen, attempt)
-		switch {
-		case err == nil:
-			attempt = 0
-			committed.record(t.KafkaOffsets)
-			if p.OnCommit != nil {
-				p.OnCommit(batch, t)
-			}
-		case errors.Is(err, ErrGroupFenced):
-			log.Warn("pipeline batch fenced by the group; dropped, rejoining", "group", p.Group,
-				"member_id", member, "generation", gen, "records", len(batch), "error", err)
+		b, err := r.send(ctx, batch, member, gen)
+		if err != nil {
+			r.drain()
 			rewind(cl, batch)
-			cl.AllowRebalance() // lets the member's rejoin run
-			select {
-			case <-ctx.Done():
-			case <-time.After(fencedPause):
-			}
-			continue
-		case ctx.Err() != nil:
-			rewind(cl, batch)
-			cl.AllowRebalance()
-			return nil
-		case againAfterAbort(err) && attempt < maxBatchAttempts:
-			// Aborted for a reason that is not the batch's (recovery's presumed abort after a
-			// coordinator crash, a Kafka transaction that could not complete): nothing of it
-			// committed, so it is polled again and sent under a new id.
-			log.Warn("pipeline batch aborted; polling it again", "group", p.Group, "records", len(batch),
-				"attempt", attempt, "error", err)
-			attempt++
-			rewind(cl, batch)
-			cl.AllowRebalance()
-			select {
-			case <-ctx.Done():
-			case <-time.After(fencedPause):
-			}
-			continue
-		default:
-			rewind(cl, batch)
-			cl.AllowRebalance()
 			return fmt.Errorf("client: pipeline batch of %d records: %w", len(batch), err)
 		}
-		cl.AllowRebalance()
+		r.window = append(r.window, b)
 	}
 }
 
-// submitBatch sends one batch as one request, again and again while the answer is no outcome.
-func (c *Client) submitBatch(ctx context.Context, p Pipeline, batch []*kgo.Record, member string, gen int32, attempt int) (*Transaction, error) {
-	sql, out, err := p.Transform(ctx, batch)
+// DefaultInFlight is how many batches a pipeline member keeps in flight when Pipeline.InFlight
+// is 0.
+const DefaultInFlight = 4
+
+// rebalanceEvery bounds how long a member with batches always in flight goes without a point
+// where its window is empty and a rebalance may run (kgo.BlockRebalanceOnPoll holds one while
+// any batch of the member is in flight).
+const rebalanceEvery = 200 * time.Millisecond
+
+// pipelineRun is one RunPipeline's state: its consumer and its window of batches in flight,
+// oldest first, each chained after the one before it (O4).
+type pipelineRun struct {
+	c         *Client
+	p         Pipeline
+	cl        *kgo.Client
+	log       *slog.Logger
+	committed *lastCommitted
+	window    []*flyingBatch
+	// attempt counts the sends of the batch at the group's position: a new id after each abort.
+	attempt int
+}
+
+// flyingBatch is a batch sent and not settled yet.
+type flyingBatch struct {
+	batch  []*kgo.Record
+	req    TransactionRequest
+	member string
+	gen    int32
+	done   chan struct{} // closed when t and err are its answer
+	t      *Transaction
+	err    error
+}
+
+func (b *flyingBatch) answered() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// poll polls the next batch; with batches in flight it returns early, when the oldest is
+// answered or at the next rebalance point, so that the loop settles them.
+func (r *pipelineRun) poll(ctx context.Context, max int, rebalanceAt time.Time) kgo.Fetches {
+	if len(r.window) == 0 {
+		return r.cl.PollRecords(ctx, max)
+	}
+	pctx, cancel := context.WithDeadline(ctx, rebalanceAt)
+	defer cancel()
+	head := r.window[0]
+	go func() {
+		select {
+		case <-head.done:
+			cancel()
+		case <-pctx.Done():
+		}
+	}()
+	return r.cl.PollRecords(pctx, max)
+}
+
+// send transforms batch into its request and sends it on its own goroutine. A batch sent while
+// another is in flight names the last one sent (O4): it commits only if that one committed.
+func (r *pipelineRun) send(ctx context.Context, batch []*kgo.Record, member string, gen int32) (*flyingBatch, error) {
+	sql, out, err := r.p.Transform(ctx, batch)
 	if err != nil {
 		return nil, fmt.Errorf("transform: %w", err)
 	}
-	oc := BatchOffsets(p.Group, member, gen, batch)
-	if p.InstanceID != "" {
-		oc.GroupInstanceID = &p.InstanceID
+	oc := BatchOffsets(r.p.Group, member, gen, batch)
+	if r.p.InstanceID != "" {
+		oc.GroupInstanceID = &r.p.InstanceID
 	}
-	req := TransactionRequest{ID: BatchID(oc) + "-" + strconv.Itoa(attempt), SQL: sql, Kafka: out, KafkaOffsets: oc, TimeoutMS: p.TimeoutMS}
+	if n := len(r.window); n > 0 {
+		oc.After = r.window[n-1].req.ID
+	}
+	b := &flyingBatch{batch: batch, member: member, gen: gen, done: make(chan struct{}),
+		req: TransactionRequest{ID: BatchID(oc) + "-" + strconv.Itoa(r.attempt), SQL: sql, Kafka: out, KafkaOffsets: oc, TimeoutMS: r.p.TimeoutMS}}
+	go func() {
+		defer close(b.done)
+		b.t, b.err = r.c.submitBatch(ctx, b.req)
+	}()
+	return b, nil
+}
+
+// drain waits for every batch in flight to be answered, and forgets them.
+func (r *pipelineRun) drain() []*flyingBatch {
+	rest := r.window
+	r.window = nil
+	for _, b := range rest {
+		<-b.done
+	}
+	return rest
+}
+
+// failed settles a batch that did not commit: every batch after it in the window is chained
+// after it, so none of them commits either (O4); the member waits for their answers, rewinds
+// its partitions to the failed batch's first offsets and goes on as the failure says. stop:
+// RunPipeline returns err.
+func (r *pipelineRun) failed(ctx context.Context, head *flyingBatch) (stop bool, err error) {
+	dropped := head.batch
+	for _, b := range r.drain() {
+		dropped = append(dropped, b.batch...)
+	}
+	rewind(r.cl, dropped)
+	err = head.err
+	switch {
+	case errors.Is(err, ErrGroupFenced):
+		r.log.Warn("pipeline batch fenced by the group; dropped, rejoining", "group", r.p.Group,
+			"member_id", head.member, "generation", head.gen, "records", len(dropped), "error", err)
+		r.cl.AllowRebalance() // lets the member's rejoin run
+		pauseFor(ctx, fencedPause)
+		return false, nil
+	case ctx.Err() != nil:
+		return true, nil
+	case againAfterAbort(err) && r.attempt < maxBatchAttempts:
+		// Aborted for a reason that is not the batch's (recovery's presumed abort after a
+		// coordinator crash, a Kafka transaction that could not complete): nothing of it
+		// committed, so it is polled again and sent under a new id.
+		r.log.Warn("pipeline batch aborted; polling it again", "group", r.p.Group, "records", len(dropped),
+			"attempt", r.attempt, "error", err)
+		r.attempt++
+		r.cl.AllowRebalance()
+		pauseFor(ctx, fencedPause)
+		return false, nil
+	}
+	r.cl.AllowRebalance()
+	return true, fmt.Errorf("client: pipeline batch of %d records: %w", len(head.batch), err)
+}
+
+func pauseFor(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// submitBatch sends one batch's request, again and again while the answer is no outcome.
+func (c *Client) submitBatch(ctx context.Context, req TransactionRequest) (*Transaction, error) {
 	since := c.now()
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
 		t, err := c.submit(ctx, req, since)
@@ -232,7 +365,7 @@ func BatchOffsets(group, member string, gen int32, batch []*kgo.Record) *OffsetC
 }
 
 // BatchID is the request id of a batch (RunPipeline adds the attempt): the same group, member,
-// generation and offsets give the same id, so a resend returns the first attempt's outcome; a
+// generation, offsets and predecessor (OffsetCommit.After) give the same id, so a resend returns the first attempt's outcome; a
 // new owner's batch of the same input (another member or generation) gets another.
 func BatchID(oc *OffsetCommit) string {
 	h := sha256.New()
@@ -243,6 +376,11 @@ func BatchID(oc *OffsetCommit) string {
 	fmt.Fprintf(h, "%s\x00%s\x00%d", oc.GroupID, oc.MemberID, gen)
 	for _, o := range oc.Offsets {
 		h.Write([]byte("\x00" + o.Topic + "\x00" + strconv.Itoa(int(o.Partition)) + "\x00" + strconv.FormatInt(o.Offset, 10)))
+	}
+	if oc.After != "" {
+		// A batch chained after another (O4) is another request than the same batch chained
+		// after a third, or after none: its predecessor decides whether it may commit.
+		h.Write([]byte("\x00after\x00" + oc.After))
 	}
 	return "pl-" + hex.EncodeToString(h.Sum(nil))[:40]
 }

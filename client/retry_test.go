@@ -55,7 +55,11 @@ func TestRetryWindow(t *testing.T) {
 			Transform: func(context.Context, []*kgo.Record) ([]Statement, []Record, error) {
 				return []Statement{{Statement: "INSERT INTO t VALUES (1)"}}, nil, nil
 			}}
-		_, err := c.submitBatch(context.Background(), p, []*kgo.Record{{Topic: "in", Partition: 0, Offset: 7}}, "m", 1, 0)
+		r := &pipelineRun{c: c, p: p}
+		b, err := r.send(context.Background(), []*kgo.Record{{Topic: "in", Partition: 0, Offset: 7}}, "m", 1)
+		require.NoError(t, err)
+		<-b.done
+		err = b.err
 		require.ErrorIs(t, err, ErrRetryWindow)
 		got := s.requests()
 		require.Greater(t, len(got), 1)
