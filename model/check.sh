@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks the protocol model (model/kpgtx.pml), and retention against the hanging-transaction
-# repair (model/retention.pml), with SPIN: every check of the protocol as fixed
+# Checks the protocol model (model/kpgtx.pml), retention against the hanging-transaction
+# repair (model/retention.pml) and a pipeline member's chained batches (model/chain.pml), with SPIN: every check of the protocol as fixed
 # must find no violation, and every mutant must make SPIN find one. Exits non-zero otherwise.
 #
 #   bash model/check.sh            the checks below (a few minutes on 2 cores)
@@ -73,5 +73,16 @@ run M_CHECK_BEFORE_FINAL bfs violation -DMAXF=2 -DM_CHECK_BEFORE_FINAL
 run M_REPAIR_ABORT_ON_MISSING bfs violation -DMAXF=2 -DRETGUARD=0 -DM_REPAIR_ABORT_ON_MISSING
 run M_MARK_AFTER_REMOVE bfs violation -DMAXF=2 -DRETGUARD=0 -DM_MARK_AFTER_REMOVE
 run M_MARK_BEFORE_ROWS bfs violation -DMAXF=2 -DRETGUARD=0 -DM_MARK_BEFORE_ROWS
+
+# A pipeline member's batches in flight (model/chain.pml: O4a, O4b): batches chained one after
+# the other, crashes, Kafka's timeout and a rebalance at any step, markers landing in any order.
+model=chain.pml
+run chain safety pass -DNB=3 -DMAXF=3
+#   no batch waits for ever: every run ends with every process at its end
+run chain-ends ends pass -DNB=3 -DMAXF=2
+# Mutants: each must be caught.
+run M_OFFSETS_EARLY bfs violation -DNB=2 -DMAXF=2 -DM_OFFSETS_EARLY
+run M_NO_COMMIT_WAIT bfs violation -DNB=2 -DMAXF=2 -DM_NO_COMMIT_WAIT
+run M_PREPARED_IS_COMMIT bfs violation -DNB=2 -DMAXF=2 -DM_PREPARED_IS_COMMIT
 
 finish "all checks passed, every mutant caught"

@@ -25,7 +25,8 @@ elapsed() { sed -n 's/^pan: elapsed time \([0-9.e+]*\).*/\1/p' "$1" | head -1; }
 errors() { sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$1" | head -1; }
 
 # run NAME MODE EXPECT DEFINES...
-#   MODE: safety | bfs | dfs | liveness     EXPECT: pass | violation
+#   MODE: safety | bfs | dfs | ends | liveness     EXPECT: pass | violation
+#   (ends: safety that also reports invalid end states, a process blocked for ever)
 #   (dfs: a mutant whose breadth-first search does not fit in memory; its counterexample is
 #   not the shortest)
 # The checks run MODEL_JOBS at a time (default: the number of cores, at most 4; each verifier
@@ -53,6 +54,7 @@ run_one() {
     safety) cc+=(-O1 -DSAFETY -DNOFAIR -DCOLLAPSE); pan+=(-E -m200000 -w26) ;;
     bfs) cc+=(-O0 -DSAFETY -DNOFAIR -DBFS -DCOLLAPSE); pan+=(-E -w24) ;;
     dfs) cc+=(-O1 -DSAFETY -DNOFAIR -DCOLLAPSE); pan+=(-E -m200000 -w26) ;;
+    ends) cc+=(-O1 -DSAFETY -DNOFAIR -DCOLLAPSE); pan+=(-m200000 -w26) ;;
     liveness) cc+=(-O1 -DCOLLAPSE -DNFAIR=3); pan+=(-a -f -m200000 -w24 -N resolved) ;;
   esac
   local defs=("$@")

@@ -26,7 +26,9 @@
 #                        batch's offsets in the transaction (pipeline) vs by hand without
 #                        atomicity (pipeline-by-hand: SQL commit, produce, commitSync); txn/s is
 #                        records/s, p50/p99 a batch's latency, the ratios against the by-hand row;
-#                        with BENCH_BASELINE, the row pipeline-baseline is that build's
+#                        with BENCH_BASELINE, the row pipeline-baseline is that build's;
+#                        BENCH_INFLIGHT sets a member's batches in flight (O4; default: the
+#                        client's), BENCH_BASELINE_INFLIGHT the baseline's (default 1)
 #   BenchmarkRecovery    one recovery pass over 10,000 in-doubt transactions, alone (each its own
 #                        Kafka and SQL transaction) and as batch members (16 per transaction),
 #                        each resolved row by row (the baseline) and by the page (C1): pass

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -72,12 +73,20 @@ func BenchmarkPipeline(b *testing.B) {
 		pid    int
 		member func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error
 	}
-	through := func(c *client.Client) func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
+	// A member's window of batches in flight (O4): BENCH_INFLIGHT for the row pipeline (0: the
+	// client's default), BENCH_BASELINE_INFLIGHT for pipeline-baseline (default 1: a build from
+	// before chained batches refuses kafka_offsets.after).
+	inFlight := func(name string, def int) int {
+		n, err := strconv.Atoi(cmp.Or(os.Getenv(name), strconv.Itoa(def)))
+		require.NoError(b, err, name)
+		return n
+	}
+	through := func(c *client.Client, inFlight int) func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
 		return func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
 			var mu sync.Mutex
 			starts := map[string]time.Time{}
 			key := func(r *kgo.Record) string { return fmt.Sprintf("%d/%d", r.Partition, r.Offset) }
-			pl := client.Pipeline{Brokers: e.brokers, Group: p.group, Topics: []string{p.in}, MaxPollRecords: 100,
+			pl := client.Pipeline{Brokers: e.brokers, Group: p.group, Topics: []string{p.in}, MaxPollRecords: 100, InFlight: inFlight,
 				Options: p.memberOpts(i, false), OnRevoked: p.track(i, -1),
 				Transform: func(ctx context.Context, batch []*kgo.Record) ([]client.Statement, []client.Record, error) {
 					mu.Lock()
@@ -94,13 +103,13 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 	}
 	variants := []variant{
-		{"pipeline", coordPID, through(c)},
+		{"pipeline", coordPID, through(c, inFlight("BENCH_INFLIGHT", 0))},
 		{"pipeline-by-hand", os.Getpid(), func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
 			return p.byHand(ctx, pool, i, lat)
 		}},
 	}
 	if cBaseline != nil {
-		variants = append(variants, variant{"pipeline-baseline", baselinePID, through(cBaseline)})
+		variants = append(variants, variant{"pipeline-baseline", baselinePID, through(cBaseline, inFlight("BENCH_BASELINE_INFLIGHT", 1))})
 	}
 	if os.Getenv("BENCH_ORDER") == "reverse" {
 		slices.Reverse(variants)
