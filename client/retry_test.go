@@ -162,3 +162,31 @@ func TestAgainAfterAbort(t *testing.T) {
 		})
 	}
 }
+
+// TestPipelineChainsTheWindow (O4): a batch sent while another is in flight names the last one
+// sent, and its id differs from the same batch's unchained one; a batch sent with nothing in
+// flight names none.
+func TestPipelineChainsTheWindow(t *testing.T) {
+	t.Parallel()
+	_, url := serve(t, scripted{200, "", txnCommitted}, scripted{200, "", txnCommitted})
+	c := newClient(t, url)
+	p := Pipeline{Group: "g", Topics: []string{"in"},
+		Transform: func(context.Context, []*kgo.Record) ([]Statement, []Record, error) {
+			return []Statement{{Statement: "INSERT INTO t VALUES (1)"}}, nil, nil
+		}}
+	r := &pipelineRun{c: c, p: p}
+	first, err := r.send(context.Background(), []*kgo.Record{{Topic: "in", Partition: 0, Offset: 7}}, "m", 1)
+	require.NoError(t, err)
+	assert.Empty(t, first.req.KafkaOffsets.After, "nothing in flight: no predecessor")
+	r.window = append(r.window, first)
+	second, err := r.send(context.Background(), []*kgo.Record{{Topic: "in", Partition: 0, Offset: 8}}, "m", 1)
+	require.NoError(t, err)
+	assert.Equal(t, first.req.ID, second.req.KafkaOffsets.After, "chained after the last batch sent")
+	unchained := *second.req.KafkaOffsets
+	unchained.After = ""
+	assert.NotEqual(t, BatchID(&unchained), BatchID(second.req.KafkaOffsets), "the predecessor is part of the id")
+	<-first.done
+	<-second.done
+	require.NoError(t, first.err)
+	require.NoError(t, second.err)
+}

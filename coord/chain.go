@@ -64,9 +64,9 @@ const (
 
 func (s chainStage) String() string {
 	if s == stageAppended {
-		return "its offsets appended"
+		return "have its offsets appended"
 	}
-	return "its commit"
+	return "commit"
 }
 
 // notLoggedGrace is how long a successor looks for a predecessor that is neither in flight here
@@ -156,5 +156,5 @@ func reached(s txntype.State, stage chainStage) bool {
 // chainBroken is the failure of a request whose predecessor will not reach stage.
 func chainBroken(after string, stage chainStage, why string) error {
 	return &txntype.Failure{Participant: txntype.ParticipantCoordinator, Class: txntype.ClassAbortable,
-		Err: fmt.Errorf("%w: waited for %s of %q (kafka_offsets.after), but %s", txntype.ErrPredecessorUncommitted, stage, after, why)}
+		Err: fmt.Errorf("%w: waited for %q (kafka_offsets.after) to %s, but %s", txntype.ErrPredecessorUncommitted, after, stage, why)}
 }

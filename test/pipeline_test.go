@@ -1,8 +1,10 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"testing"
@@ -232,4 +234,72 @@ func TestOffsetsZombie(t *testing.T) {
 	require.NoError(t, runErr)
 	e.settled()
 	p.checkExactlyOnce(t)
+}
+
+// holdingTransport holds the POST of one pipeline batch (the nth) for a while before sending it,
+// and counts the answers that aborted a batch because its predecessor did not commit (O4b).
+type holdingTransport struct {
+	nth   int
+	hold  time.Duration
+	mu    sync.Mutex
+	posts int
+	after int // 409 answers naming an uncommitted predecessor
+}
+
+func (h *holdingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/transactions" {
+		h.mu.Lock()
+		h.posts++
+		held := h.posts == h.nth
+		h.mu.Unlock()
+		if held {
+			time.Sleep(h.hold)
+		}
+	}
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || resp.StatusCode != http.StatusConflict {
+		return resp, err
+	}
+	body, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if rerr == nil && bytes.Contains(body, []byte("predecessor")) {
+		h.mu.Lock()
+		h.after++
+		h.mu.Unlock()
+	}
+	return resp, rerr
+}
+
+// TestOffsetsPipelineChainBroken (O4): one batch of a member's window reaches the coordinator
+// late, after the batches chained behind it gave up waiting for it. They abort (409, their
+// predecessor did not commit) while it commits; the member drops them, polls again from the
+// first one's offsets, and every order ends exactly once on both sides with the group's offsets
+// at the end.
+func TestOffsetsPipelineChainBroken(t *testing.T) {
+	t.Parallel()
+	if useKfake() {
+		t.Skip("needs the real broker's group coordinator (KAFKA_BROKERS)")
+	}
+	e := newEnv(t, envOpts{})
+	p := newPipelineEnv(e, 300, 2)
+	tr := &holdingTransport{nth: 2, hold: 2 * time.Second}
+	c, err := client.New(e.srv.URL, client.WithHTTPClient(&http.Client{Transport: tr}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	pl := p.pipeline()
+	pl.MaxPollRecords = 20
+	pl.InFlight = 4
+	var runErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { runErr = c.RunPipeline(ctx, pl) })
+	p.waitDone(t, 120*time.Second)
+	cancel()
+	wg.Wait()
+	require.NoError(t, runErr)
+	e.settled()
+	p.checkExactlyOnce(t)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	assert.Positive(t, tr.after, "a batch chained behind the held one aborted for it")
 }
