@@ -49,6 +49,7 @@ func main() {
 		table       = flag.String("table", "shipments", "the table of shipment rows")
 		token       = flag.String("token", os.Getenv("COORDINATOR_TOKEN"), "a bearer token with the submit role (env COORDINATOR_TOKEN)")
 		maxPoll     = flag.Int("max-poll", 100, "records per batch at most (one statement each: at most the server's COORDINATOR_MAX_STATEMENTS)")
+		inFlight    = flag.Int("in-flight", client.DefaultInFlight, "batches in flight at once, each chained after the one before (1: one at a time)")
 		session     = flag.Duration("session-timeout", 45*time.Second, "the group session timeout: how long a dead member holds its partitions")
 		logLevel    = flag.String("log-level", "info", "debug, info, warn or error (debug adds every batch's records)")
 	)
@@ -81,7 +82,7 @@ func main() {
 	var batches, orders int
 	p := client.Pipeline{
 		Brokers: seeds, Group: *group, Topics: []string{*in},
-		MaxPollRecords: *maxPoll, Logger: log,
+		MaxPollRecords: *maxPoll, InFlight: *inFlight, Logger: log,
 		Options: []kgo.Opt{
 			kgo.SessionTimeout(*session), kgo.HeartbeatInterval(min(3*time.Second, *session/10)),
 			kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
