@@ -85,4 +85,13 @@ run M_OFFSETS_EARLY bfs violation -DNB=2 -DMAXF=2 -DM_OFFSETS_EARLY
 run M_NO_COMMIT_WAIT bfs violation -DNB=2 -DMAXF=2 -DM_NO_COMMIT_WAIT
 run M_PREPARED_IS_COMMIT bfs violation -DNB=2 -DMAXF=2 -DM_PREPARED_IS_COMMIT
 
+# Prepare now, decide later (model/external.pml: X1-X4, designed before it is built): the
+# caller's commit, stale commit, rollback or silence, the deadline, an operator's abort, Kafka's
+# timeout and a crash of every handler at every step.
+model=external.pml
+run external ends pass
+# Mutants: each must be caught.
+run M_COMMIT_AFTER_ABORT bfs violation -DM_COMMIT_AFTER_ABORT
+run M_STALE_STATE bfs violation -DM_STALE_STATE
+run M_ABORT_WITHOUT_CLAIM bfs violation -DM_ABORT_WITHOUT_CLAIM
 finish "all checks passed, every mutant caught"
