@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/kpgtx/coordinator/txntype"
@@ -18,6 +19,12 @@ import (
 //     only when their commit record sits after the current one in __consumer_offsets, so the
 //     later batch's offsets win whatever order the two transactions' markers land in; sent the
 //     other way round, the earlier batch's offsets would win and the group would go back.
+//   - O4c, statements in order: a request runs its statements only once its predecessor's are
+//     prepared. Otherwise two chained batches that touch the same rows could wait on each
+//     other: the later one's prepared locks would block the earlier one, whose commit the later
+//     one waits for (O4b), until the later one's budget ran out. In this order the later one
+//     waits for the earlier one's locks, which its commit releases, and that commit waits for
+//     nothing of the later one.
 //   - O4b, commits in order: a request commits only if its predecessor committed. It waits, at
 //     the end of its phase 1 and before anything that could commit it is logged, for its
 //     predecessor's decision; a predecessor aborted, fenced, never logged or without a known
@@ -32,12 +39,30 @@ import (
 // chainMarks are the two moments of a chained request that its successor waits for; each
 // channel is closed once.
 type chainMarks struct {
-	appended  chan struct{} // its offsets were appended to __consumer_offsets (O4a)
-	committed chan struct{} // it is decided to commit (O4b)
+	sqlPrepared chan struct{} // its statements are prepared on every database (O4c)
+	appended    chan struct{} // its offsets were appended to __consumer_offsets (O4a)
+	committed   chan struct{} // it is decided to commit (O4b)
+	sqlLeft     atomic.Int32  // databases whose statements are not prepared yet
 }
 
 func newChainMarks() *chainMarks {
-	return &chainMarks{appended: make(chan struct{}), committed: make(chan struct{})}
+	return &chainMarks{sqlPrepared: make(chan struct{}), appended: make(chan struct{}), committed: make(chan struct{})}
+}
+
+// expectSQL sets how many databases w's statements run on; none: its statements are prepared.
+func (w *work) expectSQL(dbs int) {
+	if m := w.flight.chain; m != nil {
+		if m.sqlLeft.Store(int32(dbs)); dbs == 0 {
+			close(m.sqlPrepared)
+		}
+	}
+}
+
+// markSQLPrepared records that w's statements on one more database are prepared.
+func (w *work) markSQLPrepared() {
+	if m := w.flight.chain; m != nil && m.sqlLeft.Add(-1) == 0 {
+		close(m.sqlPrepared)
+	}
 }
 
 // markAppended records that w's offsets were appended (after TxnOffsetCommit succeeded).
@@ -58,12 +83,16 @@ func (w *work) markCommitted() {
 type chainStage uint8
 
 const (
-	stageAppended chainStage = iota
+	stageSQLPrepared chainStage = iota
+	stageAppended
 	stageCommitted
 )
 
 func (s chainStage) String() string {
-	if s == stageAppended {
+	switch s {
+	case stageSQLPrepared:
+		return "have its statements prepared"
+	case stageAppended:
 		return "have its offsets appended"
 	}
 	return "commit"
@@ -87,10 +116,7 @@ func (c *Coordinator) awaitPredecessor(ctx context.Context, w *work, stage chain
 		if f := c.flightOf(gid); f != nil {
 			var mark <-chan struct{} // nil without marks (no offsets): only its end tells
 			if f.chain != nil {
-				mark = f.chain.appended
-				if stage == stageCommitted {
-					mark = f.chain.committed
-				}
+				mark = [...]chan struct{}{f.chain.sqlPrepared, f.chain.appended, f.chain.committed}[stage]
 			}
 			select {
 			case <-mark:
@@ -140,15 +166,15 @@ func (c *Coordinator) flightOf(gid string) *flight {
 	return f
 }
 
-// reached reports whether a predecessor's stored state shows stage: its offsets are appended
-// once it is prepared (they are sent in phase 1, before prepared is logged), and it is decided
-// to commit only when committing or committed.
+// reached reports whether a predecessor's stored state shows stage: its statements are
+// prepared and its offsets appended once it is prepared (both happen in phase 1, before
+// prepared is logged), and it is decided to commit only when committing or committed.
 func reached(s txntype.State, stage chainStage) bool {
 	switch s {
 	case txntype.StateCommitting, txntype.StateCommitted:
 		return true
 	case txntype.StatePrepared:
-		return stage == stageAppended
+		return stage != stageCommitted
 	}
 	return false
 }

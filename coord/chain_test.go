@@ -107,53 +107,73 @@ func TestChainCommitsInOrder(t *testing.T) {
 	}
 }
 
-// TestChainOffsetsFollowThePredecessors (O4a): while the predecessor's TxnOffsetCommit has not
-// been appended, the successor sends none, although the rest of its phase 1 runs.
-func TestChainOffsetsFollowThePredecessors(t *testing.T) {
+// TestChainStepsFollowThePredecessors (O4a, O4c): while the predecessor's TxnOffsetCommit has
+// not been appended, the successor sends none, although its statements run; while the
+// predecessor's statements are not prepared, the successor runs none of its own.
+func TestChainStepsFollowThePredecessors(t *testing.T) {
 	t.Parallel()
-	w := newWorld()
-	w.pauseAt = -1
-	hold := make(chan struct{})
-	var mu sync.Mutex
-	offsetCalls := 0
-	w.at = func(_ int, op string) mode {
-		if op != "kafka.offsets" {
-			return pass
-		}
-		mu.Lock()
-		offsetCalls++
-		first := offsetCalls == 1
-		mu.Unlock()
-		if first {
-			<-hold
-		}
-		return pass
+	cases := []struct {
+		held string // the predecessor is held at its first call of held
+		runs func(w *world) bool
+	}{
+		{"kafka.offsets", func(w *world) bool { return w.sqlState["p_b1@default"] == "prepared" }},
+		{"sql.run", func(w *world) bool { // both Kafka transactions begun
+			open := 0
+			for _, st := range w.kafkaTxns {
+				if st == "open" {
+					open++
+				}
+			}
+			return open == 2
+		}},
 	}
-	c := chainCoordinator(w)
-	var wg sync.WaitGroup
-	var errP, errR error
-	wg.Go(func() { _, errP = c.Execute(context.Background(), chainedBatch(0, "")) })
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return offsetCalls == 1 }, time.Second, time.Millisecond)
-	wg.Go(func() { _, errR = c.Execute(context.Background(), chainedBatch(1, "b0")) })
-	// The successor's SQL side runs (its statements reach the database) while it holds back
-	// its offsets.
-	require.Eventually(t, func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.sqlState["p_b1@default"] == "prepared"
-	}, time.Second, time.Millisecond)
-	time.Sleep(20 * time.Millisecond) // a successor that did not wait would have sent them by now
-	mu.Lock()
-	assert.Equal(t, 1, offsetCalls, "the successor sent its offsets before its predecessor's were appended")
-	mu.Unlock()
-	close(hold)
-	wg.Wait()
-	require.NoError(t, errP)
-	require.NoError(t, errR)
-	require.NoError(t, c.WaitFinals(context.Background()))
-	rows, _, _, _ := w.snapshot()
-	assert.Equal(t, txntype.StateCommitted, rows["p_b0"].State)
-	assert.Equal(t, txntype.StateCommitted, rows["p_b1"].State)
+	for _, tc := range cases {
+		t.Run(tc.held, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld()
+			w.pauseAt = -1
+			hold := make(chan struct{})
+			var mu sync.Mutex
+			calls := 0
+			w.at = func(_ int, op string) mode {
+				if op != tc.held {
+					return pass
+				}
+				mu.Lock()
+				calls++
+				first := calls == 1
+				mu.Unlock()
+				if first {
+					<-hold
+				}
+				return pass
+			}
+			c := chainCoordinator(w)
+			var wg sync.WaitGroup
+			var errP, errR error
+			wg.Go(func() { _, errP = c.Execute(context.Background(), chainedBatch(0, "")) })
+			require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return calls == 1 }, time.Second, time.Millisecond)
+			wg.Go(func() { _, errR = c.Execute(context.Background(), chainedBatch(1, "b0")) })
+			// The successor's other side runs meanwhile.
+			require.Eventually(t, func() bool {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				return tc.runs(w)
+			}, time.Second, time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // a successor that did not wait would have called by now
+			mu.Lock()
+			assert.Equal(t, 1, calls, "the successor called %s before its predecessor's returned", tc.held)
+			mu.Unlock()
+			close(hold)
+			wg.Wait()
+			require.NoError(t, errP)
+			require.NoError(t, errR)
+			require.NoError(t, c.WaitFinals(context.Background()))
+			rows, _, _, _ := w.snapshot()
+			assert.Equal(t, txntype.StateCommitted, rows["p_b0"].State)
+			assert.Equal(t, txntype.StateCommitted, rows["p_b1"].State)
+		})
+	}
 }
 
 // TestChainPredecessorFromTheLog: a predecessor not in flight here is judged by its row: only

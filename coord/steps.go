@@ -103,14 +103,23 @@ func (c *Coordinator) phase1(ctx context.Context, w *work, onePhase, withKafka b
 		}()
 	}
 	results := make([]txntype.SQLResult, len(w.req.SQL))
-	for _, db := range w.req.Databases() {
+	dbs := w.req.Databases()
+	w.expectSQL(len(dbs))
+	for _, db := range dbs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.sqlPhase1(ctx, w, db, onePhase, results); err != nil {
+			// O4c: a chained request's statements run once its predecessor's are prepared.
+			err := c.awaitPredecessor(ctx, w, stageSQLPrepared)
+			if err == nil {
+				err = c.sqlPhase1(ctx, w, db, onePhase, results)
+			}
+			if err != nil {
 				fail(err)
 				cancelKafka(err)
+				return
 			}
+			w.markSQLPrepared()
 		}()
 	}
 	wg.Wait()
