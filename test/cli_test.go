@@ -197,7 +197,7 @@ func TestCLIShowOffsets(t *testing.T) {
 	t.Parallel()
 	const fenced = `{"id":"b1","state":"committed","created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z",
 		"kafka":{"transactional_id":"tx-1","producer_id":5,"producer_epoch":2,"records":[{"topic":"shipments","partition":0,"offset":3}]},
-		"kafka_offsets":{"group_id":"shipping","generation_id":7,"member_id":"m-1","group_instance_id":"pod-1",
+		"kafka_offsets":{"group_id":"shipping","generation_id":7,"member_id":"m-1","group_instance_id":"pod-1","after":"b0",
 			"offsets":[{"topic":"orders","partition":0,"offset":42,"metadata":"from b1"},{"topic":"orders","partition":1,"offset":7}]},
 		"events":[]}`
 	const unfenced = `{"id":"b2","state":"committed","created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z",
@@ -221,6 +221,7 @@ func TestCLIShowOffsets(t *testing.T) {
 		"group:", "shipping  generation 7  member m-1  instance pod-1",
 		"offset:", "orders/0 next 42  metadata \"from b1\"", "orders/1 next 7",
 		"record:", "shipments/0@3",
+		"after:", "b0  (the member's batch before",
 	} {
 		assert.Contains(t, stdout, want)
 	}
@@ -228,6 +229,7 @@ func TestCLIShowOffsets(t *testing.T) {
 	code, stdout, stderr = txnCLI(t, nil, "show", "b2", "-server", fake.URL)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	assert.Contains(t, stdout, "sink  unfenced")
+	assert.NotContains(t, stdout, "after:", "a batch chained after none")
 	assert.Contains(t, stdout, "orders/2 next 9")
 
 	code, stdout, _ = txnCLI(t, nil, "show", "b1", "-json", "-server", fake.URL)

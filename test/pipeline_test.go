@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -247,6 +248,8 @@ type holdingTransport struct {
 	// budget: those of them that waited out their budget (two chained batches waiting on
 	// each other would end so)
 	budget int
+	// chained is the first committed answer of a batch chained after another.
+	chained []byte
 }
 
 func (h *holdingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -260,13 +263,20 @@ func (h *holdingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := http.DefaultTransport.RoundTrip(r)
-	if err != nil || resp.StatusCode != http.StatusConflict {
+	if err != nil || resp.StatusCode != http.StatusConflict && resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
 	body, rerr := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
-	if rerr == nil && bytes.Contains(body, []byte("predecessor")) {
+	if rerr == nil && resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte(`"after":`)) {
+		h.mu.Lock()
+		if h.chained == nil {
+			h.chained = body
+		}
+		h.mu.Unlock()
+	}
+	if rerr == nil && resp.StatusCode == http.StatusConflict && bytes.Contains(body, []byte("predecessor")) {
 		h.mu.Lock()
 		h.after++
 		if bytes.Contains(body, []byte("budget")) {
@@ -308,6 +318,23 @@ func TestOffsetsPipelineChainBroken(t *testing.T) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	assert.Positive(t, tr.after, "a batch chained behind the held one aborted for it")
+
+	// A committed chained batch shows its predecessor in GET and on the console.
+	var answer struct {
+		ID           string `json:"id"`
+		KafkaOffsets struct {
+			After string `json:"after"`
+		} `json:"kafka_offsets"`
+	}
+	require.NoError(t, json.Unmarshal(tr.chained, &answer), "%s", tr.chained)
+	require.NotEmpty(t, answer.KafkaOffsets.After, "%s", tr.chained)
+	g := e.do(http.MethodGet, "/v1/transactions/"+answer.ID, nil)
+	assert.Equal(t, "committed", g.str("state"))
+	assert.Equal(t, answer.KafkaOffsets.After, g.str("kafka_offsets", "after"))
+	b := newBrowser(t)
+	b.navigate(e.srv.URL + "/ui/#/txn/" + answer.ID)
+	b.visible("#offsets-after")
+	assert.Equal(t, answer.KafkaOffsets.After, b.text("#offsets-after"), "the console links the predecessor")
 }
 
 // TestOffsetsPipelineSharedRow (O4c): every batch of a member's window also adds its orders to

@@ -247,7 +247,10 @@ function offsetsCard(o) {
   const fenced = o.generation_id !== undefined && o.generation_id !== null && o.generation_id >= 0;
   return h('div', { class: 'card wide', id: 'txn-offsets' }, h('h2', {}, 'Consumer group offsets'),
     dl([['Group', o.group_id], ['Generation', fenced ? String(o.generation_id) : 'unfenced'],
-      ['Member', o.member_id || '—'], ['Instance id', o.group_instance_id || '—']], { id: 'offsets-group' }),
+      ['Member', o.member_id || '—'], ['Instance id', o.group_instance_id || '—'],
+      // O4: the member's batch before this one, which this one commits only after.
+      ['Chained after', o.after ? h('a', { href: '#/txn/' + encodeURIComponent(o.after), class: 'txn-link', id: 'offsets-after' }, o.after) : '']],
+    { id: 'offsets-group' }),
     table(['Topic', 'Partition', 'Next offset', 'Metadata'], (o.offsets || []).map((p) => [h('td', {}, p.topic),
       h('td', { class: 'num' }, String(p.partition)), h('td', { class: 'num' }, String(p.offset)), h('td', {}, p.metadata || '')])));
 }

@@ -249,6 +249,9 @@ func (c *txnClient) printTransaction(t client.Transaction, verb string) {
 	}
 	if o := t.KafkaOffsets; o != nil {
 		row("group", offsetsGroup(*o))
+		if o.After != "" {
+			row("after", o.After+"  (the member's batch before: this one commits only after it, O4)")
+		}
 		for _, p := range o.Offsets {
 			// The next offset to read, as GET and the console give it.
 			off := fmt.Sprintf("%s/%d next %d", p.Topic, p.Partition, p.Offset)
