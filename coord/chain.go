@@ -110,6 +110,9 @@ func (c *Coordinator) awaitPredecessor(ctx context.Context, w *work, stage chain
 	if oc == nil || oc.After == "" {
 		return nil
 	}
+	if w.chainSeen.Load()&(1<<stage) != 0 {
+		return nil // seen already (by another database's wait, or in the log)
+	}
 	gid := c.GID(oc.After)
 	var missingSince time.Time
 	for {
@@ -120,9 +123,15 @@ func (c *Coordinator) awaitPredecessor(ctx context.Context, w *work, stage chain
 			}
 			select {
 			case <-mark:
+				w.sawPredecessor(stage)
 				return nil
 			case <-f.done:
-				// It ended here without reaching stage (or just after): its row says.
+				select {
+				case <-mark: // reached just before it ended
+					w.sawPredecessor(stage)
+					return nil
+				default: // it ended here without reaching stage: its row says
+				}
 			case <-ctx.Done():
 				return chainBroken(oc.After, stage, fmt.Sprintf("it had not reached that within this request's budget: %v", context.Cause(ctx)))
 			}
@@ -150,10 +159,25 @@ func (c *Coordinator) awaitPredecessor(ctx context.Context, w *work, stage chain
 			continue // boarded meanwhile: wait for its marks
 		}
 		if reached(t.State, stage) {
+			if reached(t.State, stageCommitted) {
+				stage = stageCommitted
+			}
+			w.sawPredecessor(stage)
 			return nil
 		}
 		return chainBroken(oc.After, stage, "it is "+string(t.State))
 	}
+}
+
+// sawPredecessor records that w's predecessor reached stage, so that no later wait for it reads
+// the log again. The stages of its phase 1 are independent of each other; a decision to commit
+// implies them all.
+func (w *work) sawPredecessor(stage chainStage) {
+	bits := uint32(1) << stage
+	if stage == stageCommitted {
+		bits = 1<<stageSQLPrepared | 1<<stageAppended | 1<<stageCommitted
+	}
+	w.chainSeen.Or(bits)
 }
 
 // flightOf is the flight of the request with gid in flight here, or nil.

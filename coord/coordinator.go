@@ -251,6 +251,9 @@ type work struct {
 	// phase 2 and final write run behind the answer, on the goroutine that holds the hand-off.
 	// Set once, from Request.Answer, and never for a one-phase request.
 	atDecision bool
+	// chainSeen has bit 1<<stage set for each stage its predecessor was seen to reach (O4,
+	// chain.go).
+	chainSeen atomic.Uint32
 }
 
 func (c *Coordinator) sqlGID(gid, database string) string { return txntype.SQLGIDFor(gid, database) }
