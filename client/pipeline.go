@@ -120,7 +120,7 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 	defer cl.AllowRebalance()
 	r := &pipelineRun{c: c, p: p, cl: cl, log: log, committed: committed}
 	defer r.drain()
-	openedAt := c.now() // when the window was last empty, and rebalances allowed
+	var openedAt time.Time // when the window last opened: the first batch polled after it was empty
 	for {
 		// Settle the answered batches, oldest first; wait for the oldest when the window is
 		// full or a rebalance point is due.
@@ -144,11 +144,16 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 				return err
 			}
 		}
-		if len(r.window) == 0 {
+		empty := len(r.window) == 0
+		if empty {
 			cl.AllowRebalance() // nothing in flight: the member may give partitions up here
-			openedAt = c.now()
 		}
 		fetches := r.poll(ctx, max, openedAt.Add(rebalanceEvery))
+		if empty {
+			// The window opens with the batch polled now: the wait for it (the input idle, a
+			// rebalance, the group's join) is not time the window was open.
+			openedAt = c.now()
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -365,8 +370,9 @@ func BatchOffsets(group, member string, gen int32, batch []*kgo.Record) *OffsetC
 }
 
 // BatchID is the request id of a batch (RunPipeline adds the attempt): the same group, member,
-// generation, offsets and predecessor (OffsetCommit.After) give the same id, so a resend returns the first attempt's outcome; a
-// new owner's batch of the same input (another member or generation) gets another.
+// generation, offsets and predecessor (OffsetCommit.After) give the same id, so a resend
+// returns the first attempt's outcome; a new owner's batch of the same input (another member
+// or generation) gets another.
 func BatchID(oc *OffsetCommit) string {
 	h := sha256.New()
 	gen := int32(-1)
