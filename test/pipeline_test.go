@@ -118,6 +118,26 @@ func (p *pipelineEnv) waitDone(t *testing.T, timeout time.Duration) {
 	}
 }
 
+// runToEnd runs one member per pipeline through c until the group consumed the whole input,
+// stops them, requires that none failed, and checks exactly once on both sides.
+func (p *pipelineEnv) runToEnd(t *testing.T, c *client.Client, pls ...client.Pipeline) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make([]error, len(pls))
+	for i, pl := range pls {
+		wg.Go(func() { errs[i] = c.RunPipeline(ctx, pl) })
+	}
+	p.waitDone(t, 120*time.Second)
+	cancel()
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	p.e.settled()
+	p.checkExactlyOnce(t)
+}
+
 // checkExactlyOnce: every order exactly once in the table and in the output topic
 // (read_committed), the group's committed offsets at the input's end, nothing prepared.
 func (p *pipelineEnv) checkExactlyOnce(t *testing.T) {
@@ -159,22 +179,9 @@ func TestOffsetsPipeline(t *testing.T) {
 	p := newPipelineEnv(e, 600, 3)
 	c, err := client.New(e.srv.URL)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i := range errs {
-		pl := p.pipeline()
-		pl.MaxPollRecords = 50
-		wg.Go(func() { errs[i] = c.RunPipeline(ctx, pl) })
-	}
-	p.waitDone(t, 120*time.Second)
-	cancel()
-	wg.Wait()
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
-	e.settled()
-	p.checkExactlyOnce(t)
+	pl := p.pipeline()
+	pl.MaxPollRecords = 50
+	p.runToEnd(t, c, pl, pl)
 }
 
 // TestOffsetsZombie: a member whose partitions were reassigned while it held a batch submits
@@ -237,14 +244,17 @@ func TestOffsetsZombie(t *testing.T) {
 	p.checkExactlyOnce(t)
 }
 
-// holdingTransport holds the POST of one pipeline batch (the nth) for a while before sending it,
-// and counts the answers that aborted a batch because its predecessor did not commit (O4b).
+// holdingTransport holds the POST of one pipeline batch (the nth) until a batch chained behind
+// it was aborted for it, or hold at most, and counts the answers that aborted a batch because
+// its predecessor did not commit (O4b).
 type holdingTransport struct {
-	nth   int
-	hold  time.Duration
-	mu    sync.Mutex
-	posts int
-	after int // 409 answers naming an uncommitted predecessor
+	nth     int
+	hold    time.Duration
+	release chan struct{} // closed at the first such answer
+	once    sync.Once
+	mu      sync.Mutex
+	posts   int
+	after   int // 409 answers naming an uncommitted predecessor
 	// budget: those of them that waited out their budget (two chained batches waiting on
 	// each other would end so)
 	budget int
@@ -259,7 +269,10 @@ func (h *holdingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		held := h.posts == h.nth
 		h.mu.Unlock()
 		if held {
-			time.Sleep(h.hold)
+			select {
+			case <-h.release:
+			case <-time.After(h.hold):
+			}
 		}
 	}
 	resp, err := http.DefaultTransport.RoundTrip(r)
@@ -283,6 +296,11 @@ func (h *holdingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			h.budget++
 		}
 		h.mu.Unlock()
+		h.once.Do(func() {
+			if h.release != nil {
+				close(h.release)
+			}
+		})
 	}
 	return resp, rerr
 }
@@ -299,22 +317,16 @@ func TestOffsetsPipelineChainBroken(t *testing.T) {
 	}
 	e := newEnv(t, envOpts{})
 	p := newPipelineEnv(e, 300, 2)
-	tr := &holdingTransport{nth: 2, hold: 2 * time.Second}
+	// Held until a batch behind it gave up on it (after the coordinator's one-second grace
+	// for a predecessor not logged yet), at most 15 s: a cold coordinator may take seconds to
+	// reach that point.
+	tr := &holdingTransport{nth: 2, hold: 15 * time.Second, release: make(chan struct{})}
 	c, err := client.New(e.srv.URL, client.WithHTTPClient(&http.Client{Transport: tr}))
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
 	pl := p.pipeline()
 	pl.MaxPollRecords = 20
 	pl.InFlight = 4
-	var runErr error
-	var wg sync.WaitGroup
-	wg.Go(func() { runErr = c.RunPipeline(ctx, pl) })
-	p.waitDone(t, 120*time.Second)
-	cancel()
-	wg.Wait()
-	require.NoError(t, runErr)
-	e.settled()
-	p.checkExactlyOnce(t)
+	p.runToEnd(t, c, pl)
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	assert.Positive(t, tr.after, "a batch chained behind the held one aborted for it")
@@ -354,7 +366,6 @@ func TestOffsetsPipelineSharedRow(t *testing.T) {
 	tr := &holdingTransport{}
 	c, err := client.New(e.srv.URL, client.WithHTTPClient(&http.Client{Transport: tr}))
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
 	pl := p.pipeline()
 	pl.MaxPollRecords = 10
 	pl.InFlight = 4
@@ -364,15 +375,7 @@ func TestOffsetsPipelineSharedRow(t *testing.T) {
 			Args: []any{len(batch)}})
 		return sql, recs, err
 	}
-	var runErr error
-	var wg sync.WaitGroup
-	wg.Go(func() { runErr = c.RunPipeline(ctx, pl) })
-	p.waitDone(t, 120*time.Second)
-	cancel()
-	wg.Wait()
-	require.NoError(t, runErr)
-	e.settled()
-	p.checkExactlyOnce(t)
+	p.runToEnd(t, c, pl)
 	var n int64
 	require.NoError(t, e.db.QueryRow(context.Background(), `SELECT n FROM totals WHERE k = 'orders'`).Scan(&n))
 	assert.Equal(t, int64(p.n), n, "every order counted once")
