@@ -49,7 +49,7 @@ func (s *Server) writeTransaction(w http.ResponseWriter, r *http.Request, status
 	if events == nil {
 		events = []txntype.Event{}
 	}
-	writeJSON(w, status, transactionView{Transaction: t, Events: events})
+	writeJSON(w, status, transactionView{Transaction: t.Public(), Events: events})
 	return nil
 }
 

@@ -14,7 +14,8 @@ import (
 
 // Authentication: bearer tokens with roles.
 //
-//   - submit: POST /v1/transactions
+//   - submit: POST /v1/transactions, and the caller's decision of one it prepared (POST
+//     /v1/transactions/{id}/commit and /rollback)
 //   - read:   every GET (transactions, lists, admin views, /metrics)
 //   - admin:  everything else (retry/abort/resolve, POST /v1/recovery/run, any other verb),
 //     and read and submit
@@ -151,7 +152,7 @@ func requiredRole(r *http.Request) (role Role, open bool) {
 		}
 		return RoleRead, false
 	case http.MethodPost:
-		if exact && r.URL.Path == "/v1/transactions" {
+		if exact && (r.URL.Path == "/v1/transactions" || decisionPath(r.URL.Path)) {
 			return RoleSubmit, false
 		}
 	}

@@ -62,6 +62,10 @@ var statusTable = []struct {
 	{txntype.ErrAborted, http.StatusConflict, "aborted"},
 	// The operator's refusals (operator/errors.go) wrap txntype.ErrNotAllowed: the same class.
 	{txntype.ErrNotAllowed, http.StatusConflict, "not_allowed"},
+	// A caller's decision of a transaction that does not wait for one, or against the one
+	// taken (decide.go).
+	{txntype.ErrNotWaiting, http.StatusConflict, "not_allowed"},
+	{txntype.ErrDecided, http.StatusConflict, "decided"},
 	{txntype.ErrInDoubt, http.StatusAccepted, "in_doubt"},
 	{txntype.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 }

@@ -96,6 +96,8 @@ func (s *Server) Handler() http.Handler {
 	r.Post("/v1/transactions", s.handle(s.createTransaction))
 	r.Get("/v1/transactions", s.handle(s.listTransactions))
 	r.Get("/v1/transactions/{id}", s.handle(s.getTransaction))
+	r.Post("/v1/transactions/{id}/commit", s.handle(s.commitTransaction))     // decide.go
+	r.Post("/v1/transactions/{id}/rollback", s.handle(s.rollbackTransaction)) // decide.go
 	r.Post("/v1/recovery/run", s.handle(s.runRecovery))
 	r.Get("/v1/status", s.handle(s.status))         // console_status.go
 	r.Get("/v1/history", s.handle(s.history))       // console_history.go
@@ -130,7 +132,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var oe *txntype.OutcomeError
 	if errors.As(err, &oe) && oe.Txn != nil {
 		// 409/202/503 with the transaction: its error says which participant and why.
-		writeJSON(w, status, oe.Txn)
+		writeJSON(w, status, oe.Txn.Public())
 		return
 	}
 	body := errorBody{Error: errorDetail{Class: class, Message: err.Error()}}
@@ -164,7 +166,7 @@ func (s *Server) createTransaction(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, t)
+	writeJSON(w, http.StatusOK, t.Public())
 	return nil
 }
 
@@ -319,6 +321,9 @@ func (s *Server) listTransactions(w http.ResponseWriter, r *http.Request) error 
 	if page.Transactions == nil {
 		page.Transactions = []*txntype.Transaction{}
 	}
+	for i, t := range page.Transactions {
+		page.Transactions[i] = t.Public()
+	}
 	writeJSON(w, http.StatusOK, listResponse{Transactions: page.Transactions, Next: page.Next})
 	return nil
 }
@@ -327,7 +332,7 @@ func (s *Server) listTransactions(w http.ResponseWriter, r *http.Request) error 
 func (s *Server) runRecovery(w http.ResponseWriter, r *http.Request) error {
 	st, err := s.recovery.RunOnce(r.Context())
 	body := map[string]any{"resolved": st.Resolved, "failed": st.Failed, "orphans": st.Orphans,
-		"markers": st.Markers, "taken_over": st.TakenOver}
+		"markers": st.Markers, "taken_over": st.TakenOver, "deadlines": st.Deadlines}
 	if err != nil {
 		body["error"] = err.Error()
 	}

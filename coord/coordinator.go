@@ -40,6 +40,8 @@ type Config struct {
 	Ownership txntype.Ownership
 	// Batch shares Kafka transactions between concurrent requests (batch.go); zero: none.
 	Batch BatchConfig
+	// External bounds the transactions their callers decide (external.go).
+	External External
 	// Schemas encodes avro, protobuf and jsonschema payloads (record.go); nil: no Schema
 	// Registry, and those types are refused.
 	Schemas txntype.Schemas
@@ -55,6 +57,7 @@ type Coordinator struct {
 	inflight   sync.Map // gid → *flight (a request's, flight.go) or struct{} (a shared gid's): transactions this process is running
 	quarantine sync.Map // gid → *quarantineLease: an id left quarantined before prepared was logged
 	running    atomic.Int64
+	preparing  atomic.Int64 // requests their callers decide, in phase 1 (external.go)
 	batches    *batcher // nil: no shared Kafka transactions
 	finals     finals   // commits answered whose final write is pending (finals.go)
 }
@@ -124,7 +127,7 @@ func (c *Coordinator) Execute(ctx context.Context, req txntype.Request) (*txntyp
 	return t, err
 }
 
-func (c *Coordinator) execute(ctx context.Context, req txntype.Request) (*txntype.Transaction, error) {
+func (c *Coordinator) execute(ctx context.Context, req txntype.Request) (t *txntype.Transaction, err error) {
 	if err := req.Validate(c.cfg.Limits, c.sql.Has); err != nil {
 		return nil, err
 	}
@@ -137,6 +140,12 @@ func (c *Coordinator) execute(ctx context.Context, req txntype.Request) (*txntyp
 	if len(req.Kafka) > 0 {
 		// P1: every byte that does not name a statement's result is known before anything runs.
 		if err := c.encodeRecords(ctx, &req); err != nil {
+			return nil, err
+		}
+	}
+	var within time.Duration
+	if req.External {
+		if within, err = c.externalWithin(&req); err != nil {
 			return nil, err
 		}
 	}
@@ -156,14 +165,22 @@ func (c *Coordinator) execute(ctx context.Context, req txntype.Request) (*txntyp
 	if err != nil {
 		return nil, &txntype.OutcomeError{Sentinel: txntype.ErrUnavailable, Cause: err}
 	}
-	t := &txntype.Transaction{
+	if req.External {
+		release, err := c.reserveWaiting(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	t = &txntype.Transaction{
 		ID:         req.ID,
 		GID:        c.GID(req.ID),
 		Instance:   c.cfg.Instance,
 		State:      txntype.StateActive,
 		Owner:      fence.Instance,
 		OwnerEpoch: fence.Epoch,
-		OnePhase:   len(req.Kafka) == 0 && req.KafkaOffsets == nil && len(req.Databases()) == 1,
+		// A transaction its caller decides is never one-phase: its databases must hold PREPARE.
+		OnePhase:   !req.External && len(req.Kafka) == 0 && req.KafkaOffsets == nil && len(req.Databases()) == 1,
 		Digest:     req.Digest(),
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
@@ -187,8 +204,8 @@ func (c *Coordinator) execute(ctx context.Context, req txntype.Request) (*txntyp
 	}
 	// D1 is asked by the request and answered only for a two-phase one: a one-phase request's
 	// COMMIT is its decision and its answer.
-	w := &work{t: t, req: &req, root: trace.SpanFromContext(ctx), flight: f,
-		atDecision: req.Answer == txntype.AnswerDecided && !t.OnePhase}
+	w := &work{t: t, req: &req, root: trace.SpanFromContext(ctx), flight: f, within: within,
+		atDecision: req.Answer == txntype.AnswerDecided && !t.OnePhase && !req.External}
 	gid := t.GID
 	var handedOff bool
 	defer func() {
@@ -251,6 +268,9 @@ type work struct {
 	// phase 2 and final write run behind the answer, on the goroutine that holds the hand-off.
 	// Set once, from Request.Answer, and never for a one-phase request.
 	atDecision bool
+	// within is how long a request its caller decides may wait (external.go); 0: the
+	// coordinator decides.
+	within time.Duration
 	// chainSeen has bit 1<<stage set for each stage its predecessor was seen to reach (O4,
 	// chain.go).
 	chainSeen atomic.Uint32

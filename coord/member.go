@@ -20,7 +20,9 @@ import (
 // nobody).
 func (c *Coordinator) shares(w *work) bool {
 	// B5: a request with offsets runs its Kafka transaction alone (docs/batching.md).
-	return c.batches != nil && !w.t.OnePhase && len(w.req.Kafka) > 0 && w.req.KafkaOffsets == nil &&
+	// A transaction its caller decides runs its Kafka transaction alone: it stays open until
+	// the decision, which no batch can wait for (X1).
+	return c.batches != nil && !w.t.OnePhase && !w.req.External && len(w.req.Kafka) > 0 && w.req.KafkaOffsets == nil &&
 		(c.running.Load() > 1 || c.batches.always)
 }
 

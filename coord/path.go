@@ -87,6 +87,10 @@ func (c *Coordinator) drive(ctx context.Context, w *work, p path, budget time.Du
 	if e, done := p.phase1(ctx, c, w); done {
 		return e, true
 	}
+	if w.within > 0 {
+		// Its caller decides (X1): the row waits, and the caller is answered prepared.
+		return c.await(ctx, w), true
+	}
 	// Past this point the coordinator never aborts on its own (I3): the caller's context no
 	// longer stops anything, only the finish bound does.
 	fctx, cancel := context.WithTimeout(p.detached(ctx, w), c.cfg.FinishTimeout)

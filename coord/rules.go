@@ -52,6 +52,15 @@ type Rules struct {
 	KafkaTxnTimeout time.Duration
 	// Now is the database's clock (nil: this process's).
 	Now func(context.Context) (time.Time, error)
+	// Fault, when set, is called at the decision's step boundaries (test-only, as
+	// Config.Fault).
+	Fault func(txntype.FaultPoint)
+}
+
+func (r Rules) fault(p txntype.FaultPoint) {
+	if r.Fault != nil {
+		r.Fault(p)
+	}
 }
 
 // Resolve claims t for by and drives it to its outcome: the claim (ClaimState), then the
@@ -88,6 +97,7 @@ func (r Rules) Finish(ctx context.Context, t *txntype.Transaction, reword func(t
 		detail = reword(final, detail)
 	}
 	t.Error = detail
+	r.fault(txntype.FaultDecisionBeforeFinalLog)
 	fctx, span := startSpan(ctx, SpanLogFinal)
 	if span.IsRecording() {
 		span.SetAttributes(AttrState.String(string(final)))
@@ -132,6 +142,17 @@ func (r Rules) presumedAbort(ctx context.Context, t *txntype.Transaction) (txnty
 		return txntype.StateAborted, &txntype.ErrorDetail{Participant: txntype.ParticipantCoordinator, Class: txntype.ClassAbortable,
 			Message: "the one-phase commit did not happen: recovery found no marker and fenced the gid; send the request again with a new id"}, nil
 	}
+	// A row claimed from waiting (X3, X4) has its Kafka transaction open under logged ids:
+	// aborted by them, and its claim's reason is its outcome's.
+	if t.DecideBy != nil {
+		if err := r.abortWaiting(ctx, t); err != nil {
+			return "", nil, err
+		}
+		r.fault(txntype.FaultDecisionAfterEndTxn)
+		if t.Error != nil {
+			return r.phase2(ctx, t, false, t.Error)
+		}
+	}
 	// The Kafka side, if any, is aborted by re-initialising the transactional id: at startup by
 	// the pool, in a takeover by Reinit, otherwise when the quarantined id is released.
 	// Abortable, not retriable: the request may already have answered 409 from the claim
@@ -157,6 +178,7 @@ func (r Rules) resumePrepared(ctx context.Context, t *txntype.Transaction) (txnt
 	err := r.endTxn(ctx, t.Kafka.KafkaIDs)
 	switch {
 	case err == nil:
+		r.fault(txntype.FaultDecisionAfterEndTxn)
 		return r.phase2(ctx, t, true, nil)
 	case errors.Is(err, txntype.ErrKafkaAborted):
 		return r.phase2(ctx, t, false, r.abortReason(ctx, t, err))
@@ -276,6 +298,9 @@ func Answer(t *txntype.Transaction, cause error) (*txntype.Transaction, error) {
 		return t, &txntype.OutcomeError{Sentinel: txntype.ErrAborted, Txn: t, Cause: cause}
 	case t.State == txntype.StateAborting && !t.OnePhase:
 		return t, &txntype.OutcomeError{Sentinel: txntype.ErrAborted, Txn: t, Cause: cause}
+	case t.State == txntype.StateWaiting:
+		// Prepared, waiting for its caller's decision (X1): what the request answered.
+		return t, nil
 	}
 	return t, &txntype.OutcomeError{Sentinel: txntype.ErrInDoubt, Txn: t, Cause: cause}
 }

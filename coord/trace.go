@@ -46,6 +46,7 @@ const (
 	SpanSQL           = "kpgtx.sql"
 	SpanKafka         = "kpgtx.kafka"
 	SpanLogPrepared   = "kpgtx.log_prepared"
+	SpanLogWaiting    = "kpgtx.log_waiting" // X1: the row waits for its caller's decision
 	SpanLogCommitting = "kpgtx.log_committing"
 	SpanEndTxn        = "kpgtx.endtxn"
 	SpanPhase2        = "kpgtx.phase2"

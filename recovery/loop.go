@@ -52,6 +52,9 @@ type Config struct {
 	Logger     *slog.Logger
 	// Tracer starts each pass's span (trace.go); nil: no traces.
 	Tracer trace.Tracer
+	// Fault, when set, is called at the decision's step boundaries (test-only,
+	// COORDINATOR_FAULT).
+	Fault func(txntype.FaultPoint)
 }
 
 func (c *Config) defaults() {
@@ -140,6 +143,8 @@ type Stats struct {
 	// Healed: quarantined ids returned to the pool by healQuarantine (hanging.go).
 	HangingRepaired int
 	Healed          int
+	// Deadlines: transactions their callers did not decide by decide_by, aborted (X4).
+	Deadlines int
 }
 
 // Start runs passes every Interval and on Trigger until ctx is done, and checks the instance
@@ -210,9 +215,10 @@ func (l *Loop) RunOnce(ctx context.Context) (Stats, error) {
 	l.total.TakenOver += st.TakenOver
 	l.total.HangingRepaired += st.HangingRepaired
 	l.total.Healed += st.Healed
+	l.total.Deadlines += st.Deadlines
 	l.totalMu.Unlock()
 	if st.Resolved+st.Orphans+st.TakenOver+st.HangingRepaired+st.Healed > 0 {
-		l.cfg.Logger.Info("recovery pass", "resolved", st.Resolved, "failed", st.Failed,
+		l.cfg.Logger.Info("recovery pass", "resolved", st.Resolved, "failed", st.Failed, "deadlines", st.Deadlines,
 			"orphans", st.Orphans, "markers", st.Markers, "taken_over", st.TakenOver,
 			"hanging_repaired", st.HangingRepaired, "healed", st.Healed)
 	}
@@ -230,6 +236,9 @@ func (l *Loop) runOnce(ctx context.Context, st *Stats) error {
 		errs = errors.Join(errs, err)
 	}
 	if err := l.resolveDue(ctx, l.cfg.Instance, 0, st); err != nil {
+		errs = errors.Join(errs, err)
+	}
+	if err := l.deadlines(ctx, st); err != nil {
 		errs = errors.Join(errs, err)
 	}
 	if err := l.orphans(ctx, st); err != nil {

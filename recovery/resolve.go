@@ -91,7 +91,7 @@ func (l *Loop) resolved(ctx context.Context, t *txntype.Transaction, to txntype.
 
 // rules are the protocol's decisions over this loop's participants.
 func (l *Loop) rules() coord.Rules {
-	r := coord.Rules{Log: l.log, SQL: l.sql, KafkaTxnTimeout: l.cfg.KafkaTxnTimeout, Now: l.log.Now}
+	r := coord.Rules{Log: l.log, SQL: l.sql, KafkaTxnTimeout: l.cfg.KafkaTxnTimeout, Now: l.log.Now, Fault: l.cfg.Fault}
 	if l.kafka != nil {
 		r.Kafka, r.Oracle = l.kafka, oracle{l.kafka}
 	}

@@ -31,6 +31,10 @@ type Config struct {
 	// shared), SharedConcurrency the shared transactions running at once
 	// (KAFKA_SHARED_CONCURRENCY).
 	SharedMax         int
+	// MaxWaiting bounds this instance's transactions waiting for their caller's decision
+	// (COORDINATOR_MAX_WAITING; below KAFKA_POOL_SIZE: each holds a transactional id); 0: a
+	// quarter of KAFKA_POOL_SIZE, at least 1 (WaitingBound).
+	MaxWaiting int
 	SharedConcurrency int
 	// SharedSQL lets the members of a shared Kafka transaction on one database share one
 	// PostgreSQL transaction too (COORDINATOR_SHARED_SQL; docs/batching.md section 12).
@@ -111,6 +115,15 @@ type SchemaRegistry struct {
 	URL      string     // COORDINATOR_SCHEMA_REGISTRY_URL: Confluent's API (Apicurio: …/apis/ccompat/v7)
 	User     string     // COORDINATOR_SCHEMA_REGISTRY_USER: HTTP basic authentication
 	Password api.Secret // COORDINATOR_SCHEMA_REGISTRY_PASSWORD (never logged)
+}
+
+// WaitingBound is how many of this instance's transactions may wait for their caller's
+// decision at once (COORDINATOR_MAX_WAITING, or a quarter of KAFKA_POOL_SIZE, at least 1).
+func (c Config) WaitingBound() int {
+	if c.MaxWaiting > 0 {
+		return c.MaxWaiting
+	}
+	return max(1, c.PoolSize/4)
 }
 
 // Defaults returns the configuration with nothing set.
@@ -223,6 +236,9 @@ func (c Config) Validate() error {
 	}
 	if c.PoolSize < 1 || c.PoolSize > 1024 {
 		errs = append(errs, fmt.Sprintf("KAFKA_POOL_SIZE=%d: from 1 to 1024", c.PoolSize))
+	}
+	if c.MaxWaiting < 0 || (len(c.Brokers) > 0 && c.PoolSize > 1 && c.MaxWaiting >= c.PoolSize) {
+		errs = append(errs, fmt.Sprintf("COORDINATOR_MAX_WAITING=%d: from 1 to below KAFKA_POOL_SIZE=%d (0: a quarter of it): each waiting transaction holds a transactional id, and the others serve every other request", c.MaxWaiting, c.PoolSize))
 	}
 	if c.SharedMax < 1 || c.SharedMax > 1024 {
 		errs = append(errs, fmt.Sprintf("KAFKA_SHARED_MAX=%d: from 1 (no shared Kafka transactions) to 1024", c.SharedMax))

@@ -193,6 +193,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		Observer:       s.Metrics,
 		Tracer:         tracer,
 		// More shared transactions at once than ids would only wait for ids.
+		External: coord.External{Bound: DecideBound(cfg.KafkaTxnTimeout), Max: cfg.WaitingBound(),
+			Count: func(ctx context.Context) (int, error) {
+				st, err := s.Log.WaitingStats(ctx, cfg.Instance)
+				return st.Count, err
+			}},
 		Batch: coord.BatchConfig{MaxMembers: cfg.SharedMax, Concurrency: min(cfg.SharedConcurrency, cfg.PoolSize),
 			ShareSQL: cfg.SharedSQL},
 	}, s.Log, kafka, s.SQL)
@@ -209,6 +214,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		MarkerAge:       cfg.MarkerAge,
 		Logger:          logger,
 		Tracer:          tracer,
+		Fault:           faultHook(cfg.Fault, logger),
 	}, s.Ownership, s.Log, s.SQL, s.Kafka, s.Coord)
 	// Startup pass: every in-doubt transaction of this instance is resolved (or scheduled) before
 	// the first request is served.
@@ -261,6 +267,13 @@ func (s *Service) Start(ctx context.Context) {
 	}
 	s.Recovery.Start(ctx)
 	s.Retention.Start(ctx)
+}
+
+// DecideBound is the longest a transaction may wait for its caller's decision (X1): the Kafka
+// transaction timeout less a tenth (at least 2 s), so that a commit taken just before
+// decide_by still reaches Kafka before its timeout aborts the transaction.
+func DecideBound(kafkaTxnTimeout time.Duration) time.Duration {
+	return kafkaTxnTimeout - max(kafkaTxnTimeout/10, 2*time.Second)
 }
 
 // faultHook is the test-only COORDINATOR_FAULT: the process kills itself (SIGKILL, no cleanup)

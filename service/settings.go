@@ -235,6 +235,9 @@ var Settings = []Setting{
 		func(c *Config) *string { return &c.TxnIDPrefix }),
 	intSetting("KAFKA_POOL_SIZE", "pool-size", "PoolSize", "transactional ids = concurrent Kafka transactions", false,
 		func(c *Config) *int { return &c.PoolSize }),
+	intSetting("COORDINATOR_MAX_WAITING", "max-waiting", "MaxWaiting",
+		"most transactions of this instance waiting for their caller's commit or rollback (`\"decision\": \"external\"`) at once; a request over it is a 503 with nothing run. Below `KAFKA_POOL_SIZE`: each holds a transactional id until decided",
+		false, func(c *Config) *int { return &c.MaxWaiting }).with(func(s *Setting) { s.DefaultText = "a quarter of `KAFKA_POOL_SIZE`, at least 1" }),
 	intSetting("KAFKA_SHARED_MAX", "shared-max", "SharedMax",
 		"most requests sharing one Kafka transaction (one EndTxn) when several are in flight; `1`: every request has its own",
 		false, func(c *Config) *int { return &c.SharedMax }),
@@ -395,7 +398,7 @@ var Settings = []Setting{
 		"OTLP/HTTP collector for OpenTelemetry traces, e.g. `http://localhost:4318` (a base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`: `/v1/traces` is appended); the SDK's `OTEL_*` variables (headers, timeout, sampler, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`) apply; see \"Traces\" in docs/operations.md",
 		func(c *Config) *string { return &c.OTLPEndpoint }).with(func(s *Setting) { s.DefaultText = "no traces" }),
 	strSetting("COORDINATOR_FAULT", "", "Fault",
-		"**test only**: SIGKILL the process when a transaction reaches this step: `after_sql_work`, `after_prepare`, `after_kafka_flush`, `after_log_prepared`, `after_endtxn`, `after_commit_prepared`, `before_final_log`; in a shared Kafka transaction only: `shared_after_sql_prepare` (a shared PostgreSQL transaction prepared), `shared_after_kafka_flush`, `shared_after_log_prepared`, `shared_after_endtxn`",
+		"**test only**: SIGKILL the process when a transaction reaches this step: `after_sql_work`, `after_prepare`, `after_kafka_flush`, `after_log_prepared`, `after_endtxn`, `after_commit_prepared`, `before_final_log`; in a shared Kafka transaction only: `shared_after_sql_prepare` (a shared PostgreSQL transaction prepared), `shared_after_kafka_flush`, `shared_after_log_prepared`, `shared_after_endtxn`; in a transaction its caller decides: `after_log_waiting` (waiting logged, not answered), and in the instance taking its decision `after_decision`, `decision_after_endtxn`, `decision_before_final_log`",
 		func(c *Config) *string { return &c.Fault }),
 }
 

@@ -298,6 +298,11 @@ func (e *env) postQuiet(body any) response {
 }
 
 func (e *env) send(method, path string, body any) (response, error) {
+	return sendTo(e.srv.URL, method, path, body)
+}
+
+// sendTo sends a request to the instance serving at base.
+func sendTo(base, method, path string, body any) (response, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -312,7 +317,7 @@ func (e *env) send(method, path string, body any) (response, error) {
 		}
 		rd = bytes.NewReader(buf)
 	}
-	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	req, err := http.NewRequest(method, base+path, rd)
 	if err != nil {
 		return response{}, err
 	}

@@ -32,8 +32,8 @@ func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.ext
 
 // inDoubtStates are the states an operator may have to look at: not final, or heuristic.
 var inDoubtStates = []string{
-	string(txntype.StateActive), string(txntype.StateAborting), string(txntype.StatePrepared), string(txntype.StateCommitting),
-	string(txntype.StateHeuristic), string(txntype.StateHeuristicMixed),
+	string(txntype.StateActive), string(txntype.StateAborting), string(txntype.StateWaiting), string(txntype.StatePrepared),
+	string(txntype.StateCommitting), string(txntype.StateHeuristic), string(txntype.StateHeuristicMixed),
 }
 
 // InDoubt returns every row that is not final or ended heuristic, with its attempts, last error

@@ -83,7 +83,7 @@ func (l *Log) Pool() *pgxpool.Pool { return l.pool }
 const columns = `gid, request_id, request_digest, instance_id, state, transactional_id, producer_id,
 	producer_epoch, prepared_state, kafka_records, sql_gids, sql_results, error_participant,
 	error_class, error_message, error_sqlstate, created_at, updated_at, prepared_at, finished_at,
-	owner_instance, owner_epoch, one_phase, kafka_offsets`
+	owner_instance, owner_epoch, one_phase, kafka_offsets, decide_by`
 
 // fenced is the condition every state write carries (parameters $o: instance, $e: epoch): the
 // writer's instance still holds the epoch of its lock. A process whose lock was taken by
@@ -95,6 +95,12 @@ func fenced(o, e int) string {
 // Prepared stores the Kafka ids, the prepared state, the offsets and the SQL gids with state
 // prepared, durably, before any phase-2 call (I2).
 func (l *Log) Prepared(ctx context.Context, t *txntype.Transaction) error {
+	return l.prepared(ctx, t, txntype.StatePrepared, "")
+}
+
+// prepared stores what Prepared stores, moving the row to state to; set adds assignments
+// (parameters from $12 on, args).
+func (l *Log) prepared(ctx context.Context, t *txntype.Transaction, to txntype.State, set string, args ...any) error {
 	ks := t.Kafka
 	if ks == nil {
 		ks = &txntype.KafkaState{}
@@ -114,10 +120,10 @@ func (l *Log) Prepared(ctx context.Context, t *txntype.Transaction) error {
 	if err != nil {
 		return err
 	}
-	return l.update(ctx, t, txntype.StatePrepared, "now()", `
+	return l.update(ctx, t, to, "now()", `
     transactional_id = $4, producer_id = $5, producer_epoch = $6, prepared_state = $7,
-    kafka_records = $8, sql_gids = $9, sql_results = $10, prepared_at = now(), kafka_offsets = $11`,
-		tid, pid, epoch, pstate, recs, gids, results, offsets)
+    kafka_records = $8, sql_gids = $9, sql_results = $10, prepared_at = now(), kafka_offsets = $11`+set,
+		append([]any{tid, pid, epoch, pstate, recs, gids, results, offsets}, args...)...)
 }
 
 // Transition moves the transaction to state to, storing its SQL gids, results and error. The
@@ -186,14 +192,14 @@ func stampArg(at time.Time) *time.Time {
 // (recovery racing a live request, a takeover, a process that lost its lock), is not
 // overwritten.
 func (l *Log) update(ctx context.Context, t *txntype.Transaction, to txntype.State, stamp, set string, args ...any) error {
-	var updated, prepared, finished *time.Time
+	var updated, prepared, finished, decideBy *time.Time
 	o, e := 4+len(args), 5+len(args)
 	err := l.queryRow(ctx, `
 WITH upd AS (
     UPDATE coordinator_transactions SET state = $2, updated_at = `+stamp+`, `+set+`
     WHERE gid = $1 AND state = $3 AND owner_instance = $`+fmt.Sprint(o)+` AND owner_epoch = $`+fmt.Sprint(e)+`
       AND `+fenced(o, e)+`
-    RETURNING gid, state, updated_at, prepared_at, finished_at, error_class, error_message, derived_events
+    RETURNING gid, state, updated_at, prepared_at, finished_at, error_class, error_message, derived_events, decide_by
 ), ev AS (
     INSERT INTO coordinator_events (gid, state, detail, created_at)
     SELECT gid, state, CASE WHEN error_class IS NULL THEN NULL
@@ -201,9 +207,9 @@ WITH upd AS (
     FROM upd
     WHERE NOT (derived_events AND state IN ('prepared', 'committed') AND error_class IS NULL)
 )
-SELECT updated_at, prepared_at, finished_at FROM upd`,
+SELECT updated_at, prepared_at, finished_at, decide_by FROM upd`,
 		append(append([]any{t.GID, string(to), string(t.State)}, args...), t.Owner, t.OwnerEpoch), func(row pgx.Row) error {
-			return row.Scan(&updated, &prepared, &finished)
+			return row.Scan(&updated, &prepared, &finished, &decideBy)
 		})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("txlog: %s -> %s: %w", t.GID, to, ErrStateChanged)
@@ -213,7 +219,7 @@ SELECT updated_at, prepared_at, finished_at FROM upd`,
 	}
 	t.State = to
 	t.UpdatedAt = *updated
-	t.PreparedAt, t.FinishedAt = prepared, finished
+	t.PreparedAt, t.FinishedAt, t.DecideBy = prepared, finished, decideBy
 	return nil
 }
 
@@ -350,7 +356,7 @@ LIMIT $1`, args...)
 // not final: they stay quarantined until recovery resolves them (I1).
 func (l *Log) InDoubtTransactionalIDs(ctx context.Context, instance string) ([]string, error) {
 	rows, err := l.pool.Query(ctx, `SELECT DISTINCT transactional_id FROM coordinator_transactions
-WHERE instance_id = $1 AND state IN ('prepared', 'committing') AND transactional_id IS NOT NULL`, instance)
+WHERE instance_id = $1 AND state IN ('waiting', 'prepared', 'committing', 'aborting') AND transactional_id IS NOT NULL`, instance)
 	if err != nil {
 		return nil, fmt.Errorf("txlog: in-doubt ids: %w", err)
 	}
@@ -369,7 +375,7 @@ func scan(row pgx.Row) (*txntype.Transaction, error) {
 	)
 	err := row.Scan(&t.GID, &t.ID, &t.Digest, &t.Instance, &t.State, &tid, &pid, &epoch, &pstate,
 		&recs, &gids, &results, &ep, &ec, &em, &es, &t.CreatedAt, &t.UpdatedAt, &t.PreparedAt, &t.FinishedAt,
-		&t.Owner, &t.OwnerEpoch, &t.OnePhase, &koffsets)
+		&t.Owner, &t.OwnerEpoch, &t.OnePhase, &koffsets, &t.DecideBy)
 	if err != nil {
 		return nil, err
 	}

@@ -81,11 +81,13 @@ func (l *Log) States(ctx context.Context, gids []string) (map[string]txntype.Sta
 	return out, rows.Err()
 }
 
-// TransactionalIDInDoubt reports whether any non-final transaction still names the id.
+// TransactionalIDInDoubt reports whether any non-final transaction still names the id (I1): a
+// waiting row's Kafka transaction is open on it (X1), and an aborting row that names it was
+// claimed from waiting and may still have to abort it by its ids (X3, X4).
 func (l *Log) TransactionalIDInDoubt(ctx context.Context, id string) (bool, error) {
 	var n int
 	err := l.pool.QueryRow(ctx, `SELECT count(*) FROM coordinator_transactions
-WHERE transactional_id = $1 AND state IN ('prepared', 'committing')`, id).Scan(&n)
+WHERE transactional_id = $1 AND state IN ('waiting', 'prepared', 'committing', 'aborting')`, id).Scan(&n)
 	return n > 0, err
 }
 

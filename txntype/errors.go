@@ -57,6 +57,15 @@ var (
 	// the request it names did not commit: it aborted, was never logged, or had no known
 	// outcome when this one had to decide.
 	ErrPredecessorUncommitted = errors.New("its predecessor did not commit")
+	// ErrNotWaiting: a caller's commit or rollback of a transaction that does not wait for one:
+	// the coordinator decides it, or its phase 1 is still running (409, nothing changed).
+	ErrNotWaiting = errors.New("the transaction does not wait for its caller's decision")
+	// ErrDecided: a caller's decision that contradicts the one already taken (a rollback after
+	// its commit was accepted); the answer carries the transaction with the outcome (409).
+	ErrDecided = errors.New("the transaction was already decided the other way")
+	// ErrWaitingFull: as many transactions wait for their caller as the setting allows; nothing
+	// was run (503, safe to retry once some are decided).
+	ErrWaitingFull = errors.New("too many transactions wait for their caller's decision")
 	// ErrMovedOn: a log write's compare-and-set failed: the row left the state the writer read,
 	// or it is no longer the writer's (claimed by a resolver, or the writer's instance lost the
 	// epoch of its lock). The writer re-reads and answers from the stored state.

@@ -26,6 +26,18 @@ const (
 	FaultSharedAfterEndTxn      FaultPoint = "shared_after_endtxn"
 )
 
+// The step boundaries of a transaction its caller decides (X1-X4): its waiting write, and
+// the decision's steps, in whichever instance takes the decision.
+const (
+	FaultAfterLogWaiting        FaultPoint = "after_log_waiting"         // waiting durable (X1), the caller not answered
+	FaultAfterDecision          FaultPoint = "after_decision"            // the decision's write landed (X2-X4), nothing sent
+	FaultDecisionAfterEndTxn    FaultPoint = "decision_after_endtxn"     // Kafka ended by the logged ids, SQL still prepared
+	FaultDecisionBeforeFinalLog FaultPoint = "decision_before_final_log" // both sides ended, the final state not logged
+)
+
+// ExternalFaultPoints lists the fault points of transactions their callers decide.
+var ExternalFaultPoints = []FaultPoint{FaultAfterLogWaiting, FaultAfterDecision, FaultDecisionAfterEndTxn, FaultDecisionBeforeFinalLog}
+
 // FaultPoints lists every fault point of every request in protocol order.
 var FaultPoints = []FaultPoint{FaultAfterSQLWork, FaultAfterPrepare, FaultAfterKafkaFlush,
 	FaultAfterLogPrepared, FaultAfterEndTxn, FaultDecidedBeforePhase2, FaultAfterCommitPrepared, FaultBeforeFinalLog}
@@ -35,10 +47,11 @@ var SharedFaultPoints = []FaultPoint{FaultSharedAfterSQLPrepare, FaultSharedAfte
 
 // ParseFaultPoint accepts the names above.
 func ParseFaultPoint(s string) (FaultPoint, error) {
-	for _, p := range append(FaultPoints, SharedFaultPoints...) {
+	all := append(append(append([]FaultPoint{}, FaultPoints...), SharedFaultPoints...), ExternalFaultPoints...)
+	for _, p := range all {
 		if string(p) == s {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("unknown fault point %q; one of %v", s, append(FaultPoints, SharedFaultPoints...))
+	return "", fmt.Errorf("unknown fault point %q; one of %v", s, all)
 }

@@ -128,6 +128,13 @@ type Log interface {
 	// they are now. err: no row is known to be claimed.
 	ClaimMany(ctx context.Context, ts []*Transaction, by Fence) (claimed []*Transaction, err error)
 	Get(ctx context.Context, id string) (*Transaction, error)
+	// Waiting (X1) stores what Prepared stores with state waiting and its decide_by: the
+	// log's now plus within, never later than the row's creation plus bound.
+	Waiting(ctx context.Context, t *Transaction, within, bound time.Duration) error
+	// DecideWaiting takes d on the waiting row gid in one conditional write (X2-X4) and returns
+	// the row as it left it: prepared or committing (a commit accepted), or aborting with the
+	// reason as its error. ErrMovedOn when the row was not waiting: nothing was written.
+	DecideWaiting(ctx context.Context, gid string, d Decision) (*Transaction, error)
 }
 
 // Clock is the time source for budgets; tests may replace it.

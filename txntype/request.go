@@ -25,6 +25,10 @@ type Request struct {
 	// Answer is when a commit is answered (decided.go); not part of the request's meaning: a
 	// retry that asks otherwise is the same request.
 	Answer AnswerMode `json:"-"`
+	// External: the caller decides (X1-X4): phase 1 runs, the row waits for the caller's
+	// commit or rollback, within DecideWithin (0: the longest the coordinator can hold).
+	External     bool          `json:"-"`
+	DecideWithin time.Duration `json:"-"`
 }
 
 // RequestBody is the JSON body of POST /v1/transactions as it is written; Request is what it
@@ -38,7 +42,15 @@ type RequestBody struct {
 	KafkaOffsets *OffsetCommit `json:"kafka_offsets"`
 	// Answer: "committed" (the default) or "decided" (AnswerDecided, D1).
 	Answer *string `json:"answer"`
+	// Decision: "coordinator" (the default: decided in the same call) or "external" (the
+	// caller commits or rolls back later, X1-X4).
+	Decision *string `json:"decision"`
+	// DecideWithinMS: how long an external decision may wait (at least MinDecideWithin).
+	DecideWithinMS *int64 `json:"decide_within_ms"`
 }
+
+// MinDecideWithin is the shortest decide_within_ms accepted.
+const MinDecideWithin = 100 * time.Millisecond
 
 // MinTimeoutMS is the smallest timeout_ms accepted: a smaller budget cannot even cover
 // writing the log.
@@ -55,6 +67,30 @@ func (b *RequestBody) Request() (Request, error) {
 				"must be \"committed\" (answered once every participant committed) or \"decided\" (answered once the decision is durable), not %q", *b.Answer)}
 		}
 		req.Answer = mode
+	}
+	if b.Decision != nil {
+		switch *b.Decision {
+		case "coordinator":
+		case DecisionExternal:
+			req.External = true
+		default:
+			return Request{}, &InvalidError{Field: "decision", Reason: fmt.Sprintf(
+				"must be \"coordinator\" (decided in the same call) or \"external\" (the caller commits or rolls back later), not %q", *b.Decision)}
+		}
+	}
+	if b.DecideWithinMS != nil {
+		switch {
+		case !req.External:
+			return Request{}, &InvalidError{Field: "decide_within_ms", Reason: "only with \"decision\": \"external\""}
+		case *b.DecideWithinMS < int64(MinDecideWithin/time.Millisecond):
+			return Request{}, &InvalidError{Field: "decide_within_ms", Reason: fmt.Sprintf("must be at least %d milliseconds", MinDecideWithin/time.Millisecond)}
+		case *b.DecideWithinMS > math.MaxInt64/int64(time.Millisecond):
+			return Request{}, &InvalidError{Field: "decide_within_ms", Reason: "too large"}
+		}
+		req.DecideWithin = time.Duration(*b.DecideWithinMS) * time.Millisecond
+	}
+	if req.External && b.KafkaOffsets != nil && b.KafkaOffsets.After != "" {
+		return Request{}, &InvalidError{Field: "kafka_offsets.after", Reason: "a chained batch (O4) cannot wait for its caller's decision: its successors wait for it"}
 	}
 	if b.TimeoutMS != nil {
 		if *b.TimeoutMS < MinTimeoutMS {
@@ -229,7 +265,11 @@ func (r *Request) Digest() []byte {
 		Kafka []Record    `json:"kafka"`
 		// omitempty: a request without offsets keeps the digest it always had.
 		KafkaOffsets *OffsetCommit `json:"kafka_offsets,omitempty"`
-	}{r.SQL, r.Kafka, r.KafkaOffsets})
+		// Who decides is part of the meaning: the same id asked to wait and not to is a
+		// conflict. omitempty: a request the coordinator decides keeps its digest.
+		External     bool  `json:"external,omitempty"`
+		DecideWithin int64 `json:"decide_within_ms,omitempty"`
+	}{r.SQL, r.Kafka, r.KafkaOffsets, r.External, int64(r.DecideWithin / time.Millisecond)})
 	sum := sha256.Sum256(b)
 	return sum[:]
 }

@@ -14,6 +14,10 @@ const (
 	// (abort; for a one-phase row, whatever its marker proves) and the participants may still
 	// hold work to roll back.
 	StateAborting   State = "aborting"
+	// StateWaiting: every participant prepared and the Kafka ids durable, and the decision is
+	// its caller's (X1): it waits for a commit or a rollback until DecideBy, then is presumed
+	// aborted (X4). The API shows it as prepared, with Waiting set.
+	StateWaiting    State = "waiting"
 	StatePrepared   State = "prepared"   // every participant prepared; Kafka ids durable (I2)
 	StateCommitting State = "committing" // decided commit without Kafka; SQL phase 2 pending
 	StateCommitted  State = "committed"  // final: both sides committed
@@ -36,7 +40,7 @@ func (s State) Final() bool {
 // ParseState accepts the wire names of the states.
 func ParseState(s string) (State, bool) {
 	switch st := State(s); st {
-	case StateActive, StateAborting, StatePrepared, StateCommitting, StateCommitted, StateAborted,
+	case StateActive, StateAborting, StateWaiting, StatePrepared, StateCommitting, StateCommitted, StateAborted,
 		StateHeuristic, StateHeuristicMixed:
 		return st, true
 	}
@@ -70,8 +74,52 @@ type Transaction struct {
 	// logged with prepared, with the ids of the transaction that commits them.
 	KafkaOffsets *OffsetCommit `json:"kafka_offsets,omitempty"`
 
+	// DecideBy is set on a transaction its caller decides (X1): the log's time after which,
+	// without a decision, it is presumed aborted (X4).
+	DecideBy *time.Time `json:"decide_by,omitempty"`
+	// Decision is "external" on a transaction its caller decides, empty otherwise.
+	Decision string `json:"decision,omitempty"`
+	// Waiting and PreparedState are the API's view of a waiting row (Public): it shows as
+	// prepared, waiting for its caller's commit (with this prepared_state) or rollback.
+	Waiting       bool   `json:"waiting,omitempty"`
+	PreparedState string `json:"prepared_state,omitempty"`
+
 	// Digest identifies the request body (idempotency); not part of the API.
 	Digest []byte `json:"-"`
+}
+
+// DecisionExternal is Transaction.Decision of a transaction its caller decides.
+const DecisionExternal = "external"
+
+// NoKafkaPreparedState is the prepared_state of a transaction its caller decides that has no
+// Kafka side (KIP-939's "no producer id, no epoch").
+const NoKafkaPreparedState = "-1:-1"
+
+// CallerPreparedState is the prepared_state a caller must present to commit t (X2): its Kafka
+// transaction's "producerId:epoch", or NoKafkaPreparedState without one.
+func (t *Transaction) CallerPreparedState() string {
+	if t.Kafka == nil || t.Kafka.TransactionalID == "" {
+		return NoKafkaPreparedState
+	}
+	if t.Kafka.PreparedState != "" {
+		return t.Kafka.PreparedState
+	}
+	return t.Kafka.KafkaIDs.PreparedState()
+}
+
+// Public is t as the transaction API shows it: a row its caller decides says so (Decision),
+// and while it waits it shows as prepared, with Waiting set and the prepared_state to commit
+// with. Other rows are returned as they are.
+func (t *Transaction) Public() *Transaction {
+	if t == nil || t.DecideBy == nil {
+		return t
+	}
+	p := *t
+	p.Decision = DecisionExternal
+	if p.State == StateWaiting {
+		p.State, p.Waiting, p.PreparedState = StatePrepared, true, t.CallerPreparedState()
+	}
+	return &p
 }
 
 // Fence is a writer's claim to log rows: its instance and the epoch of that instance's lock.
