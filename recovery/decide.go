@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kpgtx/coordinator/coord"
 	"github.com/kpgtx/coordinator/txntype"
@@ -50,7 +51,44 @@ func (l *Loop) Decide(ctx context.Context, id string, commit bool, preparedState
 	if t.State == txntype.StateActive {
 		return nil, fmt.Errorf("%w: %s is not prepared yet (its phase 1 runs, or ended without an answer: it will be aborted)", txntype.ErrNotWaiting, id)
 	}
+	if !t.State.Final() {
+		// Decided and not finished: by a decision running now, or one whose instance died.
+		t = l.settle(ctx, t)
+	}
 	return decisionAnswer(t, commit, nil)
+}
+
+// settleWait is how long a repeated decision waits for the one that runs to finish before
+// finishing the row itself.
+const settleWait = 2 * time.Second
+
+// settle waits a little for a decided row to reach its final state, then finishes it by the
+// usual rules (claim, then act: I5), as recovery would after its backoff: a caller resending
+// its decision after the instance that took it died gets the outcome now. Racing a live
+// decider is safe (claims and fenced writes); it only repeats idempotent steps.
+func (l *Loop) settle(ctx context.Context, t *txntype.Transaction) *txntype.Transaction {
+	deadline := time.Now().Add(settleWait)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return t
+		case <-time.After(50 * time.Millisecond):
+		}
+		fresh, err := l.log.GetGID(ctx, t.GID)
+		if err != nil {
+			return t
+		}
+		if t = fresh; t.State.Final() {
+			return t
+		}
+	}
+	if err := l.ResolveOne(ctx, t, t.Instance == l.cfg.Instance, nil); err != nil {
+		l.cfg.Logger.Warn("finishing a decided transaction failed; recovery retries", "gid", t.GID, "error", err)
+	}
+	if fresh, err := l.log.GetGID(ctx, t.GID); err == nil {
+		t = fresh
+	}
+	return t
 }
 
 // decideWaiting takes d on a waiting row with this loop's rules and returns its id to the pool

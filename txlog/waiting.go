@@ -46,7 +46,7 @@ WITH upd AS (
             END,
         owner_instance = $6, owner_epoch = $7, updated_at = now(),
         -- The decider finishes it now; recovery steps in only if it did not (I5).
-        next_attempt_at = now() + interval '30 seconds'
+        next_attempt_at = now() + interval '5 seconds'
     WHERE gid = $1 AND state = 'waiting' AND (NOT $4 OR decide_by <= now()) AND ` + fenced(6, 7) + `
     RETURNING ` + columns + `
 ), ev AS (
