@@ -27,7 +27,7 @@ func TestGlossary(t *testing.T) {
 	defs := read("docs/design.md") + read("docs/batching.md")
 
 	defined := map[string]bool{}
-	for _, m := range regexp.MustCompile(`\*\*([IBSDCHPRO]\d+)\b|\| (S\d) \||\*\*H1,`).FindAllStringSubmatch(defs, -1) {
+	for _, m := range regexp.MustCompile(`\*\*([IBSDCHPROX]\d+)\b|\| (S\d) \||\*\*H1,`).FindAllStringSubmatch(defs, -1) {
 		switch {
 		case m[1] != "":
 			defined[m[1]] = true
@@ -38,7 +38,7 @@ func TestGlossary(t *testing.T) {
 		}
 	}
 	listed := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^\| ([IBSDCHPRO]\d+) \|`).FindAllStringSubmatch(glossary, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^\| ([IBSDCHPROX]\d+) \|`).FindAllStringSubmatch(glossary, -1) {
 		listed[m[1]] = true
 	}
 	for l := range defined {
