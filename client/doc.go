@@ -14,6 +14,16 @@
 // budget (202), Submit polls the transaction until it is committed or aborted, or ctx ends
 // (and sends it again when the server then has no row of it: nothing of it was logged).
 //
+// # Prepare now, decide later
+//
+// [Client.Prepare] runs phase 1 only ("decision": "external"): every participant prepares
+// and the transaction waits, invisible, for its caller's decision until [Prepared.DecideBy],
+// after which the coordinator aborts it. [Prepared.Commit] (with the prepared_state the
+// answer gave) or [Prepared.Rollback] decides; a process that kept only the id and the
+// prepared_state decides with [Client.Commit] and [Client.Rollback]. Both are idempotent, sent
+// again after 429, 503 and failed connections, and poll on 202, as Submit does. For a step of
+// a saga, a workflow engine or a transaction manager that decides the outcome.
+//
 // # Retry window
 //
 // The server runs an id once only while it remembers the id: at least its retention retry
@@ -30,7 +40,8 @@
 // the field at fault, the participant and SQLSTATE, and the transaction when the answer has
 // one. errors.Is tells the cases apart: [ErrAborted] (409, both sides rolled back),
 // [ErrInDoubt] (202, the outcome is not known yet), [ErrInvalid] (400: nothing was run, fix
-// the request), [ErrConflict] (422: the id was used with another body), [ErrNotAllowed],
+// the request), [ErrConflict] (422: the id was used with another body), [ErrDecided] (409:
+// a rollback after the commit was taken), [ErrNotAllowed],
 // [ErrNotFound], [ErrUnavailable], [ErrOverloaded], [ErrUnauthorized], [ErrForbidden],
 // [ErrRetryWindow].
 //

@@ -25,9 +25,14 @@ var (
 	ErrInvalid = errors.New("invalid request")
 	// ErrConflict: the id was used before with another body (422); nothing was run.
 	ErrConflict = errors.New("transaction id already used with another request")
-	// ErrNotAllowed: an operator action the transaction's state does not allow (409
-	// not_allowed); nothing was changed.
+	// ErrNotAllowed: an operator action the transaction's state does not allow, or a caller's
+	// Commit or Rollback of a transaction that does not wait for one (the coordinator decides
+	// it, or its phase 1 is still running) (409 not_allowed); nothing was changed.
 	ErrNotAllowed = errors.New("action not allowed")
+	// ErrDecided: a caller's Rollback of a transaction whose commit was already taken (409 with
+	// the transaction, committed or still finishing its commit, class decided). Nothing was
+	// rolled back; the commit stands.
+	ErrDecided = errors.New("transaction already decided the other way")
 	// ErrNotFound: no such transaction (404).
 	ErrNotFound = errors.New("transaction not found")
 	// ErrUnavailable: a dependency of the server is down and nothing was left prepared (503).
@@ -58,7 +63,7 @@ type Error struct {
 	// 202) has the status submitting would have given: 409 aborted, 202 still in doubt.
 	Status int
 	// Class is the error's class: the body's (invalid_request, id_conflict, not_allowed, …) or,
-	// for an outcome, the participant's (retriable, abortable, fenced, …).
+	// for an outcome, the participant's (retriable, abortable, fenced, …, or ClassDecided).
 	Class string
 	// Field names the request field at fault (400).
 	Field       string
@@ -105,7 +110,9 @@ func (e *Error) Unwrap() error { return e.Err }
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrAborted:
-		return e.Status == http.StatusConflict && e.Transaction != nil
+		return e.Status == http.StatusConflict && e.Transaction != nil && !e.decided()
+	case ErrDecided:
+		return e.Status == http.StatusConflict && e.Transaction != nil && e.decided()
 	case ErrNotAllowed:
 		return e.Status == http.StatusConflict && e.Transaction == nil
 	case ErrInDoubt:
@@ -134,6 +141,17 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
+// ClassDecided is the error class of a 409 that refuses a rollback because the commit was
+// already taken (ErrDecided).
+const ClassDecided = "decided"
+
+// decided: a 409's transaction tells that its commit was taken (a refused rollback), not an
+// abort.
+func (e *Error) decided() bool {
+	s := e.Transaction.State
+	return e.Class == ClassDecided || s == StateCommitted || s == StateCommitting
+}
+
 // outcomeError is the *Error of a transaction that did not commit, with the status POST gives
 // for its state.
 func outcomeError(status int, t *Transaction, retryAfter time.Duration) *Error {
@@ -142,9 +160,14 @@ func outcomeError(status int, t *Transaction, retryAfter time.Duration) *Error {
 		e.Class, e.Participant, e.Message, e.SQLState = t.Error.Class, t.Error.Participant, t.Error.Message, t.Error.SQLState
 	}
 	if e.Message == "" {
-		e.Message = "outcome not known yet"
-		if t.State.Heuristic() {
+		switch {
+		case t.State.Heuristic():
 			e.Message = "heuristic: an operator must resolve it"
+		case t.State == StateCommitted || t.State == StateCommitting:
+			// A rollback that learnt by polling that the commit was taken.
+			e.Message = "its commit was taken: it cannot be rolled back"
+		default:
+			e.Message = "outcome not known yet"
 		}
 	}
 	return e

@@ -159,3 +159,37 @@ func startCoordinator() (stop func(), err error) {
 	coordinatorURL = srv.URL
 	return stop, nil
 }
+
+// Prepare now, decide later: reserve an order, ask a payment service, then commit or roll
+// back (examples/reserve is the whole program).
+func ExampleClient_Prepare() {
+	ctx := context.Background()
+	c, err := client.New(coordinatorURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Phase 1 only: the row and the record are prepared, not visible, until the decision.
+	// Keep the id (and the prepared_state) to decide after a crash: c.Commit(ctx, id, state)
+	// or c.Rollback(ctx, id).
+	p, err := c.Prepare(ctx, client.TransactionRequest{
+		ID:    "reserve-o-7",
+		SQL:   []client.Statement{{Statement: "INSERT INTO orders (id, customer, total) VALUES ($1, $2, $3)", Args: []any{"o-7", "alice", 25}}},
+		Kafka: []client.Record{{Topic: "orders", Key: client.Text("o-7"), Value: client.JSON(map[string]string{"status": "reserved"})}},
+	}, 30*time.Second)
+	if err != nil {
+		log.Fatal(err) // ErrAborted: phase 1 failed, nothing stays prepared
+	}
+	fmt.Println(p.ID, p.Transaction.State, "waiting:", p.Transaction.Waiting, "decide by:", p.DecideBy.Format(time.RFC3339))
+
+	paid := true // the payment service's answer
+	var txn *client.Transaction
+	if paid {
+		txn, err = p.Commit(ctx) // ErrAborted when DecideBy passed first
+	} else {
+		txn, err = p.Rollback(ctx) // ErrDecided when it was committed before
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(txn.ID, txn.State)
+}

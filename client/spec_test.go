@@ -23,7 +23,9 @@ var at = openapishape.At
 
 // operations maps each operationId of the spec to the client's method(s).
 var operations = map[string][]string{
-	"createTransaction":            {"Submit"},
+	"createTransaction":            {"Submit", "Prepare"},
+	"commitTransaction":            {"Commit"},
+	"rollbackTransaction":          {"Rollback"},
 	"listTransactions":             {"List", "ListInDoubt", "All", "AllInDoubt"},
 	"getTransaction":               {"Get"},
 	"retryTransaction":             {"Retry"},
@@ -87,4 +89,11 @@ func TestSpecEnums(t *testing.T) {
 		}
 	}
 	assert.True(t, slices.Contains(listStates, string(InDoubt)), "the list's states %v include %s", listStates, InDoubt)
+	var decisions []string
+	for _, d := range openapishape.AsList(at(t, spec, "components", "schemas", "TransactionRequest", "properties", "decision")["enum"]) {
+		if d != nil {
+			decisions = append(decisions, d.(string))
+		}
+	}
+	assert.ElementsMatch(t, decisions, []string{DecisionCoordinator, DecisionExternal})
 }

@@ -26,6 +26,10 @@ import (
 // time budget) Submit polls the transaction until it is committed, aborted or heuristic, or
 // until ctx ends; a transaction the server has no row of after 202 (nothing of it was logged)
 // is sent again, as after 503.
+//
+// A request with Decision DecisionExternal is answered once prepared, with the transaction
+// waiting (Transaction.Waiting); Prepare sends such requests and returns what Commit and
+// Rollback need.
 func (c *Client) Submit(ctx context.Context, req TransactionRequest) (*Transaction, error) {
 	if req.ID == "" {
 		req.ID = NewID()
@@ -64,7 +68,17 @@ func (c *Client) submit(ctx context.Context, req TransactionRequest, since time.
 // Wait polls the transaction until its outcome is known and returns it as Submit does: the
 // committed transaction, or an *Error matching ErrAborted, ErrHeuristic, or ErrInDoubt (with
 // ctx's error) when ctx ends first.
+//
+// A transaction that waits for its caller's decision (Prepare) is polled until it is decided
+// (Commit, Rollback) or its DecideBy passes and it is aborted.
 func (c *Client) Wait(ctx context.Context, id string) (*Transaction, error) {
+	return c.waitFor(ctx, id, func(t *Transaction) bool { return t.State == StateCommitted })
+}
+
+// waitFor polls the transaction until done(t), and returns it; a final or heuristic state
+// that is not done is an *Error: 409 for a final one (ErrAborted, or ErrDecided for a commit),
+// 202 for a heuristic one (ErrHeuristic); ErrInDoubt with ctx's error when ctx ends first.
+func (c *Client) waitFor(ctx context.Context, id string, done func(*Transaction) bool) (*Transaction, error) {
 	interval := c.poll
 	var last *Transaction
 	var lastErr error
@@ -74,9 +88,11 @@ func (c *Client) Wait(ctx context.Context, id string) (*Transaction, error) {
 		case err == nil:
 			last, lastErr = t, nil
 			switch {
-			case t.State == StateCommitted:
+			case done(t):
 				return t, nil
-			case t.State == StateAborted || t.State.Heuristic():
+			case t.State.Final():
+				return nil, outcomeError(http.StatusConflict, t, 0)
+			case t.State.Heuristic():
 				return nil, outcomeError(statusOfOutcome(t.State), t, 0)
 			}
 		case errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid) ||

@@ -21,6 +21,9 @@ const (
 	StateAborted        State = "aborted"
 	StateHeuristic      State = "heuristic"
 	StateHeuristicMixed State = "heuristic_mixed"
+	// StateWaiting is only an Event's: the transaction prepared and began to wait for its
+	// caller's decision (Prepare). The transaction shows as StatePrepared with Waiting set.
+	StateWaiting State = "waiting"
 )
 
 // Final reports whether the state is an outcome: committed or aborted.
@@ -46,7 +49,21 @@ type TransactionRequest struct {
 	// AnswerDecided, which answers as soon as the decision to commit is durable, with the
 	// state StateCommitting: the records are committed, the rows may not be visible yet.
 	Answer string `json:"answer,omitempty"`
+
+	// Decision is who decides the outcome: DecisionCoordinator (empty: the default; the
+	// coordinator commits in the same call) or DecisionExternal (phase 1 only: the transaction
+	// waits prepared for its caller's Commit or Rollback). Client.Prepare sets it.
+	Decision string `json:"decision,omitempty"`
+	// DecideWithinMS is, with DecisionExternal only, the window to decide in, in milliseconds
+	// (at least 100, at most what the coordinator can hold); 0: that bound itself.
+	DecideWithinMS int64 `json:"decide_within_ms,omitempty"`
 }
+
+// The values of TransactionRequest.Decision and Transaction.Decision.
+const (
+	DecisionCoordinator = "coordinator"
+	DecisionExternal    = "external"
+)
 
 // The values of TransactionRequest.Answer.
 const (
@@ -108,6 +125,18 @@ type Transaction struct {
 	// KafkaOffsets are the group's offsets the Kafka transaction commits (logged with prepared).
 	KafkaOffsets *OffsetCommit `json:"kafka_offsets,omitempty"`
 
+	// Decision is DecisionExternal on a transaction its caller decides (Client.Prepare), empty
+	// otherwise.
+	Decision string `json:"decision,omitempty"`
+	// Waiting: the transaction is prepared on every participant (State is StatePrepared) and
+	// waits for its caller's Commit (with PreparedState) or Rollback, until DecideBy.
+	Waiting bool `json:"waiting,omitempty"`
+	// DecideBy is, on a transaction its caller decides, when it is aborted without a decision.
+	DecideBy *time.Time `json:"decide_by,omitempty"`
+	// PreparedState is what a waiting transaction's Commit must present: its Kafka
+	// transaction's "producerId:epoch", or "-1:-1" without Kafka.
+	PreparedState string `json:"prepared_state,omitempty"`
+
 	// Raw is the server's JSON of this transaction as received, for callers that print it.
 	Raw json.RawMessage `json:"-"`
 }
@@ -164,6 +193,12 @@ type Event struct {
 // AdminRequest is the body of the retry and abort actions (schema AdminRequest).
 type AdminRequest struct {
 	Reason string `json:"reason,omitempty"`
+}
+
+// CommitRequest is the body of a caller's commit (schema CommitRequest).
+type CommitRequest struct {
+	// PreparedState is the waiting transaction's prepared_state, as Prepare answered it.
+	PreparedState string `json:"prepared_state"`
 }
 
 // ResolveRequest is the body of the resolve action (schema ResolveRequest).

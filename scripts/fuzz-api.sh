@@ -111,6 +111,14 @@ curl -fsS "$BASE/healthz" >/dev/null || failed+=("healthz after the run")
 PSQL=$(command -v psql || ls /usr/lib/postgresql/*/bin/psql 2>/dev/null | tail -n 1 || true)
 [[ -n "$PSQL" ]] || die "psql is required to check pg_prepared_xacts"
 query() { "$PSQL" "$DSN" -XAtqc "$1"; }
+# Transactions the fuzzer prepared for its own decision ("decision": "external") wait for it
+# until their decide_by (up to the Kafka transaction timeout): the caller's part is to decide
+# them, so the run rolls back what it left waiting, through the API, as a caller would.
+for id in $(query "SELECT request_id FROM coordinator_transactions WHERE state = 'waiting'"); do
+  curl -fsS -o /dev/null -X POST -H "Authorization: Bearer $TOKEN" \
+    "$BASE/v1/transactions/$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$id")/rollback" ||
+    failed+=("rollback of the waiting transaction $id")
+done
 prepared=""
 for _ in $(seq 1 30); do
   prepared=$(query "SELECT count(*) FROM pg_prepared_xacts")

@@ -46,6 +46,7 @@ func TestWireFormMatchesSpec(t *testing.T) {
 		{"client TransactionWithEvents", reflect.TypeFor[client.Transaction](), schema("TransactionWithEvents")},
 		{"client AdminRequest", reflect.TypeFor[client.AdminRequest](), schema("AdminRequest")},
 		{"client ResolveRequest", reflect.TypeFor[client.ResolveRequest](), schema("ResolveRequest")},
+		{"client CommitRequest", reflect.TypeFor[client.CommitRequest](), schema("CommitRequest")},
 		{"client InDoubtEntry", reflect.TypeFor[client.InDoubtEntry](), schema("InDoubtEntry")},
 		{"client Readiness", reflect.TypeFor[client.Readiness](), schema("Readiness")},
 		{"client list page", reflect.TypeFor[client.Page](), pages[0].(openapishape.Node)},
