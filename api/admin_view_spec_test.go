@@ -28,7 +28,7 @@ func TestInDoubtEnumsMatchSpec(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal(OpenAPI, &doc))
 	entry, ok := doc.Components.Schemas["InDoubtEntry"]
 	require.True(t, ok, "InDoubtEntry schema")
-	assert.ElementsMatch(t, []string{operator.IssueInDoubt, operator.IssueHeuristic, operator.IssueOrphan, operator.IssueLeftover, operator.IssueKafkaOpen, operator.IssueHanging},
+	assert.ElementsMatch(t, []string{operator.IssueInDoubt, operator.IssueHeuristic, operator.IssueOrphan, operator.IssueLeftover, operator.IssueKafkaOpen, operator.IssueHanging, operator.IssueWaiting},
 		entry.Properties["issue"].Enum)
 	assert.ElementsMatch(t, []string{operator.SourceLog, operator.SourcePostgres, operator.SourceKafka}, entry.Properties["sources"].Items.Enum)
 }

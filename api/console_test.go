@@ -62,6 +62,7 @@ func TestConsoleFiles(t *testing.T) {
 		{"/ui/", http.StatusOK, "text/html", `<script type="module" src="app.js"></script>`},
 		{"/ui/app.js", http.StatusOK, "text/javascript", "GET /v1/status"},
 		{"/ui/txn.js", http.StatusOK, "text/javascript", "confirmAction"},
+		{"/ui/list.js", http.StatusOK, "text/javascript", "waiting for its caller's commit or rollback until"},
 		{"/ui/style.css", http.StatusOK, "text/css", "dialog"},
 		{"/ui", http.StatusMovedPermanently, "", ""},
 		{"/ui/nope.js", http.StatusNotFound, "", ""},

@@ -58,8 +58,8 @@ type Coordinator struct {
 	quarantine sync.Map // gid → *quarantineLease: an id left quarantined before prepared was logged
 	running    atomic.Int64
 	preparing  atomic.Int64 // requests their callers decide, in phase 1 (external.go)
-	batches    *batcher // nil: no shared Kafka transactions
-	finals     finals   // commits answered whose final write is pending (finals.go)
+	batches    *batcher     // nil: no shared Kafka transactions
+	finals     finals       // commits answered whose final write is pending (finals.go)
 }
 
 // New returns a Coordinator. kafka may be nil (SQL-only deployments).
@@ -180,8 +180,8 @@ func (c *Coordinator) execute(ctx context.Context, req txntype.Request) (t *txnt
 		Owner:      fence.Instance,
 		OwnerEpoch: fence.Epoch,
 		// A transaction its caller decides is never one-phase: its databases must hold PREPARE.
-		OnePhase:   !req.External && len(req.Kafka) == 0 && req.KafkaOffsets == nil && len(req.Databases()) == 1,
-		Digest:     req.Digest(),
+		OnePhase: !req.External && len(req.Kafka) == 0 && req.KafkaOffsets == nil && len(req.Databases()) == 1,
+		Digest:   req.Digest(),
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(AttrGID.String(t.GID), AttrRequestID.String(t.ID), AttrOnePhase.Bool(t.OnePhase),

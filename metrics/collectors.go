@@ -122,13 +122,17 @@ var (
 	recOrphansDesc  = counterDesc("orphans_total", "Orphan prepared transactions (no log row) rolled back.")
 	recMarkersDesc  = counterDesc("markers_deleted_total", "Marker rows deleted once they proved nothing any more.")
 	recTakeoverDesc = counterDesc("takeovers_total", "Dead instances whose in-doubt transactions this instance took over.")
+	// Not under _recovery_: it counts what callers left undecided, which recovery only ends.
+	waitingDeadlineDesc = prometheus.NewDesc(Namespace+"_waiting_deadline_aborts_total",
+		"Transactions waiting for their caller's decision that reached decide_by without a commit or rollback and were aborted by this instance's recovery passes (presumed abort). A caller that prepares and never decides, or decides too late.",
+		nil, nil)
 )
 
 type recoveryCollector struct{ loop RecoveryStats }
 
 func (c *recoveryCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{recPassesDesc, recFailuresDesc, recResolvedDesc, recAttemptsDesc,
-		recOrphansDesc, recMarkersDesc, recTakeoverDesc} {
+		recOrphansDesc, recMarkersDesc, recTakeoverDesc, waitingDeadlineDesc} {
 		ch <- d
 	}
 }
@@ -145,6 +149,7 @@ func (c *recoveryCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(recOrphansDesc, float64(t.Orphans))
 	counter(recMarkersDesc, float64(t.Markers))
 	counter(recTakeoverDesc, float64(t.TakenOver))
+	counter(waitingDeadlineDesc, float64(t.Deadlines))
 }
 
 // Querier runs the in-doubt query (the log's pgxpool.Pool).
@@ -164,13 +169,27 @@ func (m *Metrics) WatchLog(q Querier, timeout time.Duration) {
 // inDoubtSQL counts the rows that are not final (active, prepared, committing) and those that
 // wait for an operator (heuristic, heuristic_mixed), with the age of the oldest of each state,
 // in database time. Both indexes of the table cover the filter (the partial in-doubt index and
-// (state, created_at)), so it reads only those rows.
+// (state, created_at)), so it reads only those rows. A waiting row (its caller decides it
+// until decide_by) is not in doubt and not counted here: waitingSQL counts it.
 const inDoubtSQL = `SELECT state, count(*), EXTRACT(EPOCH FROM now() - min(created_at))::float8
 FROM coordinator_transactions
 WHERE state IN ('active', 'aborting', 'prepared', 'committing', 'heuristic', 'heuristic_mixed')
 GROUP BY state`
 
+// waitingSQL counts the rows waiting for their caller's decision, of every instance, and the
+// time from now to the earliest decide_by (negative once reached), in database time; the
+// partial index on decide_by WHERE state = 'waiting' covers it.
+const waitingSQL = `SELECT count(*), COALESCE(EXTRACT(EPOCH FROM min(decide_by) - now())::float8, 0)
+FROM coordinator_transactions
+WHERE state = 'waiting'`
+
 var (
+	waitingDesc = prometheus.NewDesc(Namespace+"_waiting_transactions",
+		"Transactions waiting for their caller's commit or rollback until their decide_by (every instance sharing the log: aggregate with max, not sum). Not in doubt; each holds its prepared SQL transactions and its Kafka transaction open.",
+		nil, nil)
+	waitingDeadlineInDesc = prometheus.NewDesc(Namespace+"_waiting_oldest_deadline_seconds",
+		"Seconds (database time) from now to the earliest decide_by of a waiting transaction, 0 when none waits; negative once reached: the next recovery pass aborts it (presumed abort).",
+		nil, nil)
 	inDoubtDesc = prometheus.NewDesc(Namespace+"_in_doubt_transactions",
 		"Transactions in the log that are not final, by state (every instance sharing the log: aggregate with max, not sum). An active row is either in flight or left by a crash; recovery resolves the latter.",
 		[]string{"state"}, nil)
@@ -195,6 +214,8 @@ func (c *logCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- inDoubtAgeDesc
 	ch <- heuristicDesc
 	ch <- logUpDesc
+	ch <- waitingDesc
+	ch <- waitingDeadlineInDesc
 }
 
 func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
@@ -212,6 +233,37 @@ func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(heuristicDesc, prometheus.GaugeValue, counts[s], s)
 	}
 	ch <- prometheus.MustNewConstMetric(inDoubtAgeDesc, prometheus.GaugeValue, oldest)
+	if n, in, err := c.waiting(); err == nil {
+		ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, n)
+		ch <- prometheus.MustNewConstMetric(waitingDeadlineInDesc, prometheus.GaugeValue, in)
+	}
+}
+
+// waiting returns the waiting rows and the seconds to the earliest decide_by (0: none).
+func (c *logCollector) waiting() (n, in float64, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	rows, err := c.q.Query(ctx, waitingSQL)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	var count int64
+	for rows.Next() {
+		if err := rows.Scan(&count, &in); err != nil {
+			return 0, 0, err
+		}
+	}
+	return float64(count), in, rows.Err()
+}
+
+// WatchWaitingMax exports this instance's bound on transactions waiting for their callers
+// (COORDINATOR_MAX_WAITING); a request over it is refused with 503.
+func (m *Metrics) WatchWaitingMax(max int) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: Namespace + "_waiting_max",
+		Help: "This instance's bound on transactions waiting for their caller's decision (COORDINATOR_MAX_WAITING); a request that would wait beyond it is refused with 503."})
+	g.Set(float64(max))
+	m.register(g)
 }
 
 // query fills counts by state and returns the oldest age among the non-final states.

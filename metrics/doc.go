@@ -24,9 +24,13 @@
 //
 // The log (every instance sharing it sees the same values; aggregate with max):
 //
-//	kpgtx_in_doubt_transactions{state}            gauge    rows not final: active, prepared, committing
+//	kpgtx_in_doubt_transactions{state}            gauge    rows not final: active, prepared, committing (not
+//	                                                        waiting: a row waiting for its caller is not in doubt)
 //	kpgtx_in_doubt_oldest_age_seconds             gauge    age of the oldest of them, in database time
 //	kpgtx_heuristic_transactions{state}           gauge    rows waiting for an operator: heuristic, heuristic_mixed
+//	kpgtx_waiting_transactions                    gauge    rows waiting for their caller's commit or rollback
+//	kpgtx_waiting_oldest_deadline_seconds         gauge    seconds from now to the earliest decide_by: negative
+//	                                                        once reached (recovery aborts it), 0 when none waits
 //	kpgtx_log_up                                  gauge    1 when the scrape's query of the log succeeded
 //	kpgtx_log_write_duration_seconds              histogram one state write as its writer waited for it
 //	kpgtx_log_batch_size                          histogram writes per group commit
@@ -46,6 +50,13 @@
 //	kpgtx_recovery_orphans_total                  counter  orphan prepared transactions rolled back
 //	kpgtx_recovery_markers_deleted_total          counter  marker rows deleted
 //	kpgtx_recovery_takeovers_total                counter  dead instances taken over
+//
+// Transactions their callers decide (this instance):
+//
+//	kpgtx_waiting_max                             gauge    COORDINATOR_MAX_WAITING: this instance's bound on
+//	                                                        waiting transactions (over it a request is a 503)
+//	kpgtx_waiting_deadline_aborts_total           counter  waiting transactions that reached decide_by without a
+//	                                                        decision, aborted by this instance's recovery passes
 //
 // Connections and the instance lock:
 //

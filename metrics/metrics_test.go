@@ -25,7 +25,7 @@ type fakeLoop struct{}
 
 func (fakeLoop) Passes() int64          { return 7 }
 func (fakeLoop) Failures() int64        { return 2 }
-func (fakeLoop) Totals() recovery.Stats { return recovery.Stats{Resolved: 3, Orphans: 1} }
+func (fakeLoop) Totals() recovery.Stats { return recovery.Stats{Resolved: 3, Orphans: 1, Deadlines: 2} }
 
 func scrape(t *testing.T, m *metrics.Metrics) string {
 	t.Helper()
@@ -49,6 +49,7 @@ func TestExposition(t *testing.T) {
 	m.ObserveHTTP("BREW", "", 404, time.Millisecond)
 	m.WatchPool(fakePool{free: 5, leased: 2, quarantined: 1}, 8)
 	m.WatchRecovery(fakeLoop{})
+	m.WatchWaitingMax(6)
 
 	out := scrape(t, m)
 	for _, want := range []string{
@@ -68,11 +69,27 @@ func TestExposition(t *testing.T) {
 		`kpgtx_recovery_pass_failures_total 2`,
 		`kpgtx_recovery_resolved_total 3`,
 		`kpgtx_recovery_orphans_total 1`,
+		`kpgtx_waiting_deadline_aborts_total 2`,
+		`kpgtx_waiting_max 6`,
 		`go_goroutines `,
 	} {
 		assert.Contains(t, out, want)
 	}
 	assert.False(t, strings.Contains(out, "kpgtx_phase_duration_seconds_count{phase=\"unknown\"}"))
+}
+
+// TestWaitingFamilies: the waiting gauges are registered with the log's collector, whether or
+// not the log answers a scrape.
+func TestWaitingFamilies(t *testing.T) {
+	m := metrics.New()
+	m.WatchLog(nil, time.Second)
+	m.WatchRecovery(fakeLoop{})
+	m.WatchWaitingMax(8)
+	fams := m.Families()
+	for _, name := range []string{"kpgtx_waiting_transactions", "kpgtx_waiting_oldest_deadline_seconds",
+		"kpgtx_waiting_max", "kpgtx_waiting_deadline_aborts_total", "kpgtx_in_doubt_transactions"} {
+		assert.Contains(t, fams, name)
+	}
 }
 
 // TestRegistriesAreSeparate: two services in one process (as in the tests) do not share series.

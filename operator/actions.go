@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kpgtx/coordinator/recovery"
 	"github.com/kpgtx/coordinator/txlog"
@@ -31,6 +32,8 @@ func (d *Desk) Retry(ctx context.Context, gid string) (*txntype.Transaction, err
 	case txntype.StateHeuristic, txntype.StateHeuristicMixed:
 		return t, fmt.Errorf("%w: %s ended %s: the coordinator cannot decide it; an operator records the outcome with a reason (POST /v1/transactions/{id}/resolve)",
 			ErrHeuristic, t.ID, t.State)
+	case txntype.StateWaiting:
+		return t, waitingRefusal(ctx, d, t, "retry")
 	}
 	return d.resolveNow(ctx, t, nil, nil)
 }
@@ -41,7 +44,10 @@ func (d *Desk) Retry(ctx context.Context, gid string) (*txntype.Transaction, err
 //     visible marker row shows the one-phase commit happened, which is reported (committed);
 //   - prepared, when Kafka no longer has the transaction open under the logged producer id:
 //     the recovery rules then only read Kafka's outcome (EndTxn(commit) cannot commit a
-//     transaction that is no longer open), and the abort is granted if that outcome is aborted.
+//     transaction that is no longer open), and the abort is granted if that outcome is aborted;
+//   - waiting for its caller's decision (X1, before or past its decide_by): the same claim as
+//     the caller's rollback (X3, recovery.Loop.AbortWaiting), taken from any instance; a
+//     commit that lands first wins, and the abort is then refused.
 //
 // Everything else is refused: a prepared transaction still open in Kafka (the decision is
 // still commit, I3), committing (commit is decided), heuristic states (resolve), committed.
@@ -65,6 +71,8 @@ func (d *Desk) Abort(ctx context.Context, gid, by, reason string) (*txntype.Tran
 			ErrNotAbortable)
 	case txntype.StatePrepared:
 		guard = d.kafkaStillOpen
+	case txntype.StateWaiting:
+		return d.abortWaiting(ctx, t, by, reason)
 	}
 	reword := func(to txntype.State, d *txntype.ErrorDetail) *txntype.ErrorDetail {
 		if to != txntype.StateAborted {
@@ -192,6 +200,9 @@ func (d *Desk) Resolve(ctx context.Context, gid string, outcome txntype.State, a
 	if err != nil {
 		return nil, err
 	}
+	if t.State == txntype.StateWaiting {
+		return t, waitingRefusal(ctx, d, t, "resolve")
+	}
 	if t.State != txntype.StateHeuristic && t.State != txntype.StateHeuristicMixed {
 		hint := "retry applies the recovery rules"
 		if t.State.Final() {
@@ -246,4 +257,55 @@ func (d *Desk) Resolve(ctx context.Context, gid string, outcome txntype.State, a
 	d.cfg.Logger.Warn("heuristic transaction resolved by an operator", "gid", gid, "outcome", outcome,
 		"by", a.By, "reason", a.Reason, "finished", len(a.Finished))
 	return t, nil
+}
+
+// abortWaiting is an operator's abort of a transaction waiting for its caller (X1): the abort
+// claim on the waiting row (waiting to aborting, one conditional write fenced by this
+// instance's epoch, as the caller's rollback, X3), then both sides aborted by the recovery
+// rules (recovery.Loop.AbortWaiting). Any instance may take it: the row names no process that
+// runs it. A row that stopped waiting meanwhile (its caller's commit or rollback, the
+// deadline's abort) is reported as it is now.
+func (d *Desk) abortWaiting(ctx context.Context, t *txntype.Transaction, by, reason string) (*txntype.Transaction, error) {
+	if t.Instance == d.cfg.Instance && d.coord.InFlight(t.GID) {
+		return t, fmt.Errorf("%w: %s is in flight in this process: its request is still answering its caller", ErrInFlight, t.ID)
+	}
+	msg := "aborted by operator " + by
+	if reason != "" {
+		msg += " (" + reason + ")"
+	}
+	decided, err := d.loop.AbortWaiting(ctx, t.GID, msg)
+	switch {
+	case errors.Is(err, txntype.ErrMovedOn):
+		cur, gerr := d.log.GetGID(ctx, t.GID)
+		if gerr != nil {
+			return t, fmt.Errorf("%w: %w", txntype.ErrUnavailable, gerr)
+		}
+		switch cur.State {
+		case txntype.StateAborted, txntype.StateAborting:
+			return cur, nil // aborted meanwhile (its caller's rollback, the deadline)
+		case txntype.StateWaiting:
+			// Not written: this instance no longer holds its epoch (the fence refused it).
+			return cur, fmt.Errorf("%w: %s still waits: the abort could not be written (this instance's fence moved on); retry the abort", txntype.ErrUnavailable, t.ID)
+		}
+		return cur, fmt.Errorf("%w: %s stopped waiting meanwhile: its caller's commit came first (now %s); nothing was aborted",
+			ErrMovedOn, t.ID, cur.State)
+	case decided == nil && err != nil:
+		return t, fmt.Errorf("%w: the abort of %s could not be written (%v); it still waits for its caller", txntype.ErrUnavailable, t.ID, err)
+	case err != nil:
+		// The claim is durable (aborting): the abort is decided; recovery finishes it.
+		return decided, fmt.Errorf("%w: the abort of %s is decided (%s) but not finished (%v); the recovery loop finishes it after backoff",
+			txntype.ErrUnavailable, t.ID, decided.State, err)
+	}
+	d.cfg.Logger.Warn("waiting transaction aborted by an operator", "gid", t.GID, "by", by, "reason", reason, "state", decided.State)
+	return decided, nil
+}
+
+// waitingRefusal refuses an action that applies only to a transaction in doubt (retry,
+// resolve) on one that waits for its caller (X1).
+func waitingRefusal(ctx context.Context, d *Desk, t *txntype.Transaction, action string) error {
+	now, err := d.log.Now(ctx)
+	if err != nil {
+		now = time.Now()
+	}
+	return fmt.Errorf("%w: %s does not apply to %s: %s", ErrWaiting, action, t.ID, WaitingNote(t.DecideBy, now))
 }

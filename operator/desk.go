@@ -25,6 +25,9 @@ type Config struct {
 	DSN string
 	// InstanceLease is COORDINATOR_INSTANCE_LEASE, reported with the instances (0: not reported).
 	InstanceLease time.Duration
+	// MaxWaiting is COORDINATOR_MAX_WAITING, this instance's bound on transactions waiting for
+	// their callers, reported with them in the status (0: not reported).
+	MaxWaiting int
 
 	Log   *txlog.Log
 	SQL   *sqltxn.Databases

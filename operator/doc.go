@@ -17,6 +17,10 @@
 //	in_doubt    a log row active, aborting, prepared or committing that no request of this
 //	            process runs (another instance's row only once older than foreignGrace: it may
 //	            be a request in flight there)
+//	waiting     a row waiting for its caller's commit or rollback until its decide_by (X1):
+//	            not in doubt; listed (at once, whatever its instance) so that an operator sees
+//	            what it holds and may abort it; past decide_by the recovery loop aborts it
+//	            (X4, presumed abort), and its hint says "deadline reached"
 //	heuristic   a row heuristic or heuristic_mixed: the coordinator could not decide
 //	orphan      a gid prepared with this log's prefix and no log row (or a shared gid no
 //	            registration names, once no batch can still be on its way, S3)
@@ -25,7 +29,7 @@
 //	            names it and no request of this process runs it
 //	hanging     a partition holds a transaction of ours open that Kafka's coordinator completed
 //
-// Only in_doubt and heuristic entries have actions; the others are the loop's to finish (the
+// Only in_doubt, waiting and heuristic entries have actions; the others are the loop's to finish (the
 // entry's hint says how). The actions granted, by the row's state:
 //
 //	active      retry, abort   (presumed abort, I5; a visible one-phase marker means committed)
@@ -33,6 +37,9 @@
 //	prepared    retry; abort only once Kafka no longer has the transaction open under the
 //	            logged producer id and its outcome is aborted (I3: Kafka decides)
 //	committing  retry          (commit is decided)
+//	waiting     abort          (the caller's rollback's claim, X3, recovery.Loop.AbortWaiting,
+//	                           from any instance; a commit that lands first wins); retry and
+//	                           resolve are refused (ErrWaiting): it is not in doubt
 //	heuristic, heuristic_mixed  resolve, with an outcome and a reason (an operator's decision)
 //	committed, aborted          nothing: retry and abort return the row as it is (abort of a
 //	                            committed row is refused)

@@ -21,6 +21,10 @@ var (
 	ErrInstanceAlive error = &refusal{"instance alive"}
 	// ErrMovedOn: someone else resolved or claimed the row meanwhile.
 	ErrMovedOn error = &refusal{"moved on"}
+	// ErrWaiting: the transaction waits for its caller's commit or rollback until its
+	// decide_by (X1): it is not in doubt, so there is nothing to retry or resolve; its caller
+	// decides it, an operator may abort it, and recovery aborts it once decide_by is reached.
+	ErrWaiting error = &refusal{"waiting"}
 )
 
 // refusal is a sentinel of this package: its own identity, txntype.ErrNotAllowed's text and class.

@@ -22,6 +22,7 @@ import (
 // Issues of the in-doubt view: why an entry is listed.
 const (
 	IssueInDoubt   = "in_doubt"   // a log row active, prepared or committing, not in flight
+	IssueWaiting   = "waiting"    // a log row waiting for its caller's decision until decide_by: not in doubt
 	IssueHeuristic = "heuristic"  // heuristic or heuristic_mixed: an operator must decide
 	IssueOrphan    = "orphan"     // prepared in PostgreSQL with our prefix, no log row
 	IssueLeftover  = "leftover"   // prepared in PostgreSQL, its log row is final
@@ -146,16 +147,24 @@ func (d *Desk) InDoubt(ctx context.Context) (*InDoubtView, error) {
 		if d.coord.InFlight(row.GID) {
 			continue
 		}
-		if row.Instance != self && !row.State.Final() && now.Sub(row.UpdatedAt) < foreignGrace {
+		// A waiting row of another instance is listed at once: it is durable, and whoever
+		// decides it does so with one conditional write (X2-X4), from any instance.
+		if row.Instance != self && !row.State.Final() && row.State != txntype.StateWaiting && now.Sub(row.UpdatedAt) < foreignGrace {
 			continue
 		}
 		e := &InDoubtEntry{ID: row.ID, GID: row.GID, State: row.State, Sources: []string{SourceLog},
 			Instance: row.Instance, Since: row.UpdatedAt, Key: row.GID,
 			Log: &LogInfo{Transaction: row.Transaction, Attempts: row.Attempts, LastError: row.LastError}}
 		e.Issue = IssueInDoubt
-		if row.State.Final() {
+		switch {
+		case row.State.Final():
 			e.Issue = IssueHeuristic
-		} else {
+		case row.State == txntype.StateWaiting:
+			// Not in doubt: it waits for its caller until decide_by, and recovery leaves it
+			// alone until then (no attempt is scheduled).
+			e.Issue = IssueWaiting
+			live = append(live, row.GID)
+		default:
 			next := row.NextAttemptAt
 			e.Log.NextAttemptAt = &next
 			live = append(live, row.GID)
@@ -310,7 +319,7 @@ func (d *Desk) InDoubt(ctx context.Context) (*InDoubtView, error) {
 
 	for _, e := range entries {
 		e.AgeSeconds = max(0, now.Sub(e.Since).Round(time.Millisecond).Seconds())
-		e.Actions, e.Hint = advice(e)
+		e.Actions, e.Hint = advice(e, now)
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[j].After(entries[i].Since, entries[i].Key) })
 	return &InDoubtView{Now: now, Entries: entries, Warnings: warnings}, nil
@@ -338,9 +347,12 @@ func ownerOf(id string, instances []txlog.Instance) string {
 	return ""
 }
 
-// advice says which admin actions apply to an entry, and what will happen to it.
-func advice(e *InDoubtEntry) ([]string, string) {
+// advice says which admin actions apply to an entry, and what will happen to it, at now (the
+// log's clock).
+func advice(e *InDoubtEntry, now time.Time) ([]string, string) {
 	switch e.Issue {
+	case IssueWaiting:
+		return []string{"abort"}, WaitingNote(e.Log.DecideBy, now)
 	case IssueInDoubt:
 		switch e.State {
 		case txntype.StateActive:
@@ -389,6 +401,21 @@ func advice(e *InDoubtEntry) ([]string, string) {
 		return []string{}, "a broker completed this transaction without writing its marker to the partition (KAFKA-20734); the id is held out of the pool and the recovery loop writes the marker the coordinator log's decision asks for (COMMIT when the records' transaction committed, ABORT otherwise)" + noteSuffix(h.Note)
 	}
 	return []string{}, ""
+}
+
+// WaitingNote says what becomes of a transaction waiting for its caller (X1) with decide_by
+// decideBy, at now (the log's clock): it waits until decide_by, and past it the recovery loop
+// aborts it (X4, presumed abort). It is not in doubt either way.
+func WaitingNote(decideBy *time.Time, now time.Time) string {
+	if decideBy == nil {
+		return "waiting for its caller's commit or rollback: not in doubt; abort aborts it now"
+	}
+	at := decideBy.UTC().Format(time.RFC3339)
+	if !now.Before(*decideBy) {
+		return fmt.Sprintf("deadline reached (decide_by %s) without its caller's decision; recovery aborts it (presumed abort) at its next pass, abort does it now", at)
+	}
+	return fmt.Sprintf("waiting for its caller's commit or rollback until %s (in %s): not in doubt; without a decision by then recovery aborts it (presumed abort); abort aborts it now, retry and resolve do not apply",
+		at, decideBy.Sub(now).Round(time.Second))
 }
 
 func noteSuffix(note string) string {

@@ -12,7 +12,8 @@ import (
 
 // The status (GET /v1/status, the console's health strip): the instances registered on the log
 // and their liveness, this process's recovery passes, its pools, and the in-doubt view's size
-// and oldest age (the same reconciliation as InDoubt).
+// and oldest age (the same reconciliation as InDoubt), and the transactions waiting for their
+// callers' decisions (X1), which are not in doubt, with the earliest decide_by.
 
 // Status is the summary at one moment of the log's clock.
 type Status struct {
@@ -23,6 +24,7 @@ type Status struct {
 	Recovery  Recovery   `json:"recovery"`
 	Pools     Pools      `json:"pools"`
 	InDoubt   InDoubtSum `json:"in_doubt"`
+	Waiting   WaitingSum `json:"waiting"`
 	// Warnings name what could not be read: the figures are partial.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -62,6 +64,9 @@ type Recovery struct {
 	TakenOver       int   `json:"taken_over"`
 	HangingRepaired int   `json:"hanging_repaired"`
 	Healed          int   `json:"healed"`
+	// Deadlines: transactions waiting for their callers that reached decide_by without a
+	// decision and were aborted (X4, presumed abort).
+	Deadlines int `json:"deadlines"`
 }
 
 // ConnPool is one PostgreSQL connection pool of this process.
@@ -89,11 +94,27 @@ type Pools struct {
 	Kafka     *KafkaPool          `json:"kafka,omitempty"`
 }
 
-// InDoubtSum is the in-doubt view's size by issue and its oldest entry's age.
+// InDoubtSum is the in-doubt view's size by issue and its oldest entry's age. Transactions
+// waiting for their callers (issue waiting) are not in doubt: they are counted in WaitingSum.
 type InDoubtSum struct {
 	Count            int            `json:"count"`
 	ByIssue          map[string]int `json:"by_issue"`
 	OldestAgeSeconds float64        `json:"oldest_age_seconds"`
+}
+
+// WaitingSum is what waits for its callers' commit or rollback (X1): the log's waiting rows
+// of every instance and of this one, the earliest decide_by (by the log's clock; past it the
+// recovery loop aborts the row, X4), and this instance's bound (COORDINATOR_MAX_WAITING).
+type WaitingSum struct {
+	Count int `json:"count"` // every instance's
+	Self  int `json:"self"`  // this instance's, which Max bounds
+	// Max is this instance's COORDINATOR_MAX_WAITING (omitted when not known).
+	Max int `json:"max,omitempty"`
+	// OldestDecideBy is the earliest decide_by, and DeadlineInSeconds the time from Now to it
+	// (negative once reached: the recovery loop is about to abort it); both omitted when
+	// nothing waits.
+	OldestDecideBy    *time.Time `json:"oldest_decide_by,omitempty"`
+	DeadlineInSeconds *float64   `json:"deadline_in_seconds,omitempty"`
 }
 
 func connPool(p *pgxpool.Pool) ConnPool {
@@ -119,7 +140,11 @@ func (d *Desk) Status(ctx context.Context) (*Status, error) {
 	t := d.loop.Totals()
 	st.Recovery = Recovery{Passes: d.loop.Passes(), Failures: d.loop.Failures(), Resolved: t.Resolved,
 		AttemptFailures: t.Failed, Orphans: t.Orphans, Markers: t.Markers, TakenOver: t.TakenOver,
-		HangingRepaired: t.HangingRepaired, Healed: t.Healed}
+		HangingRepaired: t.HangingRepaired, Healed: t.Healed, Deadlines: t.Deadlines}
+	st.Waiting, err = d.waiting(ctx, now)
+	if err != nil {
+		st.Warnings = append(st.Warnings, err.Error())
+	}
 
 	lp := connPool(d.log.Pool())
 	st.Pools.Log = &lp
@@ -142,11 +167,37 @@ func (d *Desk) Status(ctx context.Context) (*Status, error) {
 	}
 	st.Warnings = append(st.Warnings, view.Warnings...)
 	for _, e := range view.Entries {
+		if e.Issue == IssueWaiting {
+			continue // not in doubt: counted in st.Waiting, from the log
+		}
 		st.InDoubt.Count++
 		st.InDoubt.ByIssue[e.Issue]++
 		st.InDoubt.OldestAgeSeconds = max(st.InDoubt.OldestAgeSeconds, e.AgeSeconds)
 	}
 	return st, nil
+}
+
+// waiting sums the waiting rows (every instance's, and this one's) at now, the log's clock.
+func (d *Desk) waiting(ctx context.Context, now time.Time) (WaitingSum, error) {
+	w := WaitingSum{Max: d.cfg.MaxWaiting}
+	all, err := d.log.WaitingStats(ctx, "") // "": every instance
+	if err != nil {
+		return w, fmt.Errorf("waiting transactions: %w", err)
+	}
+	w.Count, w.OldestDecideBy = all.Count, all.Oldest
+	if all.Oldest != nil {
+		in := all.Oldest.Sub(now).Round(time.Millisecond).Seconds()
+		w.DeadlineInSeconds = &in
+	}
+	if all.Count == 0 {
+		return w, nil
+	}
+	self, err := d.log.WaitingStats(ctx, d.cfg.Instance)
+	if err != nil {
+		return w, fmt.Errorf("waiting transactions of %s: %w", d.cfg.Instance, err)
+	}
+	w.Self = self.Count
+	return w, nil
 }
 
 // instances lists every instance registered on the log, this one first.

@@ -30,11 +30,11 @@ type Config struct {
 	// SharedMax caps the requests sharing one Kafka transaction (KAFKA_SHARED_MAX; 1: none
 	// shared), SharedConcurrency the shared transactions running at once
 	// (KAFKA_SHARED_CONCURRENCY).
-	SharedMax         int
+	SharedMax int
 	// MaxWaiting bounds this instance's transactions waiting for their caller's decision
 	// (COORDINATOR_MAX_WAITING; below KAFKA_POOL_SIZE: each holds a transactional id); 0: a
 	// quarter of KAFKA_POOL_SIZE, at least 1 (WaitingBound).
-	MaxWaiting int
+	MaxWaiting        int
 	SharedConcurrency int
 	// SharedSQL lets the members of a shared Kafka transaction on one database share one
 	// PostgreSQL transaction too (COORDINATOR_SHARED_SQL; docs/batching.md section 12).

@@ -103,6 +103,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 	}
 	s.Log = txlog.New(logPool, txlog.Options{GroupCommit: !cfg.NoGroupCommit, Observer: s.Metrics})
 	s.Metrics.WatchLog(logPool, 2*time.Second)
+	s.Metrics.WatchWaitingMax(cfg.WaitingBound())
 	if err := logPool.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: cannot reach PostgreSQL: %w", err)
 	}
@@ -232,6 +233,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 		Kafka:         s.Kafka,
 		Coord:         s.Coord,
 		Loop:          s.Recovery,
+		MaxWaiting:    cfg.WaitingBound(),
 		Logger:        logger,
 	})
 	s.History = history.New(s.Metrics.Registry(), history.Options{Interval: o.historyInterval, Logger: logger})

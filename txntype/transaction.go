@@ -13,7 +13,7 @@ const (
 	// StateAborting: a resolver claimed the row before it was prepared; the outcome is fixed
 	// (abort; for a one-phase row, whatever its marker proves) and the participants may still
 	// hold work to roll back.
-	StateAborting   State = "aborting"
+	StateAborting State = "aborting"
 	// StateWaiting: every participant prepared and the Kafka ids durable, and the decision is
 	// its caller's (X1): it waits for a commit or a rollback until DecideBy, then is presumed
 	// aborted (X4). The API shows it as prepared, with Waiting set.

@@ -4,7 +4,7 @@
 // one transaction.
 
 import { APIError, clearToken, get, setToken, token } from './api.js';
-import { age, h, replace } from './dom.js';
+import { age, h, replace, time } from './dom.js';
 import { hangingView } from './hanging.js';
 import { listView } from './list.js';
 import { leaveOverview, overviewView } from './overview.js';
@@ -69,6 +69,8 @@ function renderHealth(st) {
   }
   const r = st.recovery;
   const d = st.in_doubt;
+  const w = st.waiting || { count: 0 };
+  const near = w.max && w.self >= 0.8 * w.max;
   replace(el,
     h('div', { class: 'item', id: 'health-instances' }, h('span', { class: 'label' }, 'Instances'), instances.length ? instances : '—'),
     h('div', { class: 'item', id: 'health-recovery' }, h('span', { class: 'label' }, 'Recovery'),
@@ -76,6 +78,12 @@ function renderHealth(st) {
     h('div', { class: 'item', id: 'health-pools' }, h('span', { class: 'label' }, 'Pools'), pools.join(' · ')),
     h('div', { class: `item ${d.count ? 'warn' : ''}`, id: 'health-in-doubt' }, h('span', { class: 'label' }, 'In doubt'),
       h('a', { href: '#/in-doubt' }, `${d.count}`), d.count ? ` · oldest ${age(d.oldest_age_seconds)}` : ''),
+    h('div', { class: `item ${near ? 'warn' : ''}`, id: 'health-waiting',
+      title: 'Transactions waiting for their callers\' commit or rollback (not in doubt): every instance\'s; this instance\'s against COORDINATOR_MAX_WAITING' },
+    h('span', { class: 'label' }, 'Waiting'), `${w.count}`,
+    w.max ? ` · this instance ${w.self}/${w.max}` : '',
+    w.oldest_decide_by ? ` · earliest deadline ${time(w.oldest_decide_by)}` +
+      (w.deadline_in_seconds < 0 ? ' (reached: recovery aborts it)' : ` (in ${age(w.deadline_in_seconds)})`) : ''),
     st.warnings && st.warnings.length ? h('div', { class: 'item warn', title: st.warnings.join('\n') }, `${st.warnings.length} warning(s)`) : '');
 }
 

@@ -38,6 +38,15 @@ function entryKey(e) {
   return e.gid || '';
 }
 
+// stateCell is an entry's state; a transaction waiting for its caller (issue waiting, not in
+// doubt) says until when.
+function stateCell(e) {
+  const by = e.log && e.log.decide_by;
+  if (e.issue !== 'waiting' || !by) return badge(e.state, 'state');
+  return h('span', { class: 'waiting-until', title: `waiting for its caller's commit or rollback until ${time(by)}; then recovery aborts it` },
+    badge(e.state, 'state'), ` until ${time(by)}`);
+}
+
 function inDoubtTable(entries) {
   const rows = entries.map((e) => {
     const log = e.log || null;
@@ -48,7 +57,7 @@ function inDoubtTable(entries) {
     return [
       h('td', { class: 'id' }, what),
       h('td', { class: 'issue' }, badge(e.issue, 'issue')),
-      h('td', { class: 'state' }, badge(e.state, 'state')),
+      h('td', { class: 'state' }, stateCell(e)),
       h('td', { class: 'instance' }, e.instance || (e.kafka && e.kafka.owner) || ''),
       h('td', { class: 'age num', title: `since ${time(e.since)}` }, age(e.age_seconds)),
       h('td', { class: 'attempts num' }, log ? String(log.attempts) : ''),

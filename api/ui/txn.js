@@ -19,7 +19,7 @@ const ACTIONS = {
 
 const EXPLAIN = {
   retry: 'Runs the recovery rules for this transaction now: active is rolled back (presumed abort), prepared follows Kafka\'s answer to EndTxn(commit), committing commits the SQL side.',
-  abort: 'Aborts it on both sides, only where that cannot break atomicity (before prepared, or when Kafka has already aborted it). Otherwise the server refuses and says why; the refusal is recorded too.',
+  abort: 'Aborts it on both sides, only where that cannot break atomicity (before prepared, while it waits for its caller\'s decision, or when Kafka has already aborted it). Otherwise the server refuses and says why; the refusal is recorded too.',
   resolve: 'Records your decision as the final state. SQL gids still prepared are committed or rolled back following it; participants already finished are left as they are. Repair the data first.',
 };
 
@@ -162,8 +162,20 @@ async function act(main, action, t) {
   txnView(main, t.id);
 }
 
+// waitingNote says, for a transaction waiting for its caller's decision (shown as prepared,
+// waiting), until when it waits and what happens then; '' for any other.
+function waitingNote(t) {
+  if (!t.waiting) return '';
+  const by = t.decide_by;
+  const reached = by && Date.parse(by) <= Date.now();
+  return h('p', { class: `hint${reached ? ' warn' : ''}`, id: 'txn-waiting' }, reached
+    ? `Deadline reached (decide_by ${time(by)}) without its caller's decision: recovery aborts it (presumed abort).`
+    : `Waiting for its caller's commit or rollback until ${time(by)}: not in doubt. Without a decision by then, recovery aborts it (presumed abort); an operator may abort it now.`);
+}
+
 function actionBar(main, t, entry) {
-  const actions = ACTIONS[t.state] || [];
+  // A transaction waiting for its caller is not in doubt: abort only (retry is refused).
+  const actions = t.waiting ? ['abort'] : ACTIONS[t.state] || [];
   if (!actions.length) return h('p', { class: 'muted', id: 'no-actions' }, `${t.state}: no operator action applies.`);
   const admin = canAdmin();
   const expected = entry ? entry.actions || [] : null;
@@ -194,12 +206,14 @@ export async function txnView(main, id) {
   const k = t.kafka;
   replace(main,
     h('p', {}, h('a', { href: '#/in-doubt' }, '← In doubt'), ' · ', h('a', { href: '#/list?state=all' }, 'All transactions')),
-    h('h1', {}, 'Transaction ', h('span', { id: 'txn-id' }, t.id), ' ', h('span', { id: 'txn-state' }, badge(t.state, 'state'))),
+    h('h1', {}, 'Transaction ', h('span', { id: 'txn-id' }, t.id), ' ', h('span', { id: 'txn-state' }, badge(t.state, 'state')),
+      t.waiting ? [' ', badge('waiting', 'issue')] : ''),
+    waitingNote(t),
     actionBar(main, t, entry),
     h('section', { class: 'grid' },
       h('div', { class: 'card' }, h('h2', {}, 'Log'), dl([
         ['Global id (gid)', t.gid], ['Instance', t.instance], ['Created', time(t.created_at)], ['Last change', time(t.updated_at)],
-        ['Prepared', time(t.prepared_at)], ['Finished', time(t.finished_at)],
+        ['Prepared', time(t.prepared_at)], ['Decide by', time(t.decide_by)], ['Finished', time(t.finished_at)],
       ], { id: 'txn-log' })),
       h('div', { class: 'card', id: 'txn-sql' }, h('h2', {}, 'PostgreSQL'),
         t.sql_gids && t.sql_gids.length ? table(['Database', 'Prepared gid'], t.sql_gids.map((g) => [h('td', {}, g.database), h('td', { class: 'gid' }, g.gid)]))

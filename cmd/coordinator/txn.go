@@ -39,8 +39,11 @@ and -json (print the server's JSON instead of a table). Flags may come before or
 
   list     the in-doubt view by default: log rows not finished (or heuristic), prepared
            PostgreSQL transactions without a log row, and Kafka transactions open on this
-           coordinator's transactional ids; -state STATE lists the log's rows of one state
-  show     one transaction: its Kafka ids, records, consumer group offsets and event history
+           coordinator's transactional ids; issue "waiting": not in doubt, it waits for its
+           caller's commit or rollback until its decide_by (abort applies, retry does not);
+           -state STATE lists the log's rows of one state
+  show     one transaction: its Kafka ids, records, consumer group offsets and event history,
+           and, waiting for its caller, until when
   retry    run the recovery rules for it now
   abort    abort it, where that cannot break atomicity (refused otherwise, saying why)
   resolve  record an operator's decision on a heuristic transaction; the reason is required
@@ -225,6 +228,10 @@ func (c *txnClient) printTransaction(t client.Transaction, verb string) {
 	}
 	row("id", t.ID)
 	row("state", string(t.State))
+	row("waiting", waitingLine(t.Waiting, t.DecideBy, time.Now()))
+	if t.DecideBy != nil && !t.Waiting {
+		row("decide by", t.DecideBy.Format(time.RFC3339Nano))
+	}
 	row("gid", t.GID)
 	row("instance", t.Instance)
 	row("created", t.CreatedAt.Format(time.RFC3339Nano))
@@ -403,9 +410,28 @@ func (c *txnClient) list(ctx context.Context, state string, olderThan time.Durat
 	return nil
 }
 
+// waitingLine is what a transaction waiting for its caller's decision waits for, until when
+// (by now, this machine's clock), or "" when it does not wait.
+func waitingLine(waiting bool, decideBy *time.Time, now time.Time) string {
+	if !waiting {
+		return ""
+	}
+	if decideBy == nil {
+		return "for its caller's commit or rollback (not in doubt)"
+	}
+	at := decideBy.UTC().Format(time.RFC3339)
+	if !now.Before(*decideBy) {
+		return "deadline reached (decide_by " + at + ") without its caller's decision: recovery aborts it (presumed abort)"
+	}
+	return "for its caller's commit or rollback until " + at + " (in " + age(decideBy.Sub(now).Seconds()) + "; not in doubt: then recovery aborts it)"
+}
+
 // evidence summarises where an in-doubt entry was found.
 func evidence(e client.InDoubtEntry) string {
 	var parts []string
+	if e.Issue == "waiting" && e.Log != nil && e.Log.DecideBy != nil {
+		parts = append(parts, "waiting for its caller until "+e.Log.DecideBy.UTC().Format(time.RFC3339))
+	}
 	for _, p := range e.Postgres {
 		parts = append(parts, "pg "+p.Database+" "+p.GID)
 	}
