@@ -98,7 +98,9 @@ func (l *Loop) decideWaiting(ctx context.Context, gid string, d txntype.Decision
 	defer cancel()
 	t, err := l.rules().DecideWaiting(rctx, gid, d)
 	if t != nil && t.State.Final() {
-		l.resolved(context.WithoutCancel(ctx), t, t.State, true)
+		// The id goes back to the pool behind the answer: re-initialising it is a round trip
+		// to Kafka's transaction coordinator the caller need not wait for.
+		go l.resolved(context.WithoutCancel(ctx), t, t.State, true)
 	}
 	if t != nil && err != nil && !errors.Is(err, txntype.ErrMovedOn) {
 		// Claimed (the decision is durable) and not finished: recovery finishes it by its

@@ -9,7 +9,9 @@
 #                        in flight sharing one PostgreSQL and one Kafka transaction
 #                        (inline-shared: the bound of sharing the SQL side too), the
 #                        coordinator answering at the decision ("answer": "decided", D1:
-#                        coordinator-decided) and
+#                        coordinator-decided), the same request prepared for its caller's
+#                        decision and committed by a second call (prepare-commit: X1, X2; at
+#                        c ≤ 32, the waiting bound it runs with) and
 #                        the by-hand dual write (not atomic), at c=1, 16, 64, 256: throughput, p50, p99,
 #                        ratios to the dual write (x dual/s, x p50), the p50 against the protocol's
 #                        floor inline-2pc-logged (x floor), CPU per committed transaction of the

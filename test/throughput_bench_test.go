@@ -44,6 +44,9 @@ import (
 //     transaction (a savepoint each, one PREPARE) and one Kafka transaction: what sharing the SQL
 //     side too would cost at best (sharedinline_bench_test.go);
 //   - dual-write: by hand, not atomic: a plain SQL commit ∥ one Kafka transaction;
+//   - prepare-commit: the coordinator's request prepared for its caller's decision, then
+//     committed by a second call (X1, X2): what deciding later costs against one request (at
+//     concurrencies up to maxWaitingBench, the waiting bound it runs with);
 //   - coordinator-100x and by-hand-100x: a request of 100 inserts and 100 records (what a
 //     pipeline batch sends) through the coordinator, and the same by hand in one PostgreSQL
 //     transaction (one batch) ∥ one Kafka transaction: the per-statement and per-record costs
@@ -69,7 +72,7 @@ func BenchmarkThroughput(b *testing.B) {
 	_, err = e.db.Exec(context.Background(), "CREATE TABLE bench_log (gid text PRIMARY KEY, kafka text NOT NULL)")
 	require.NoError(b, err)
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	settings := []string{"KAFKA_POOL_SIZE=64", "COORDINATOR_DB_MAX_CONNS=96",
+	settings := []string{"KAFKA_POOL_SIZE=64", "COORDINATOR_DB_MAX_CONNS=96", fmt.Sprintf("COORDINATOR_MAX_WAITING=%d", maxWaitingBench),
 		"COORDINATOR_RECOVERY_INTERVAL=2s", "COORDINATOR_INSTANCE_LEASE=10s", "COORDINATOR_MAX_IN_FLIGHT=4096"}
 	// BENCH_COORDINATOR_ENV adds settings (space-separated NAME=value) to compare tunings.
 	extra := strings.Fields(os.Getenv("BENCH_COORDINATOR_ENV"))
@@ -135,6 +138,12 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	// The same coordinator, its requests answered at the decision (D1): phase 2 behind the answer.
 	viaDecided := via(base, e.topic, "decided")
+	// The same request prepared for its caller's decision, then committed: two calls (X1, X2).
+	viaPrepareCommit := func(_ int, id string) error {
+		return prepareCommit(client, base, map[string]any{"id": id, "decision": "external",
+			"sql":   []any{map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, $2)", "args": []any{id, 1}}},
+			"kafka": []any{map[string]any{"topic": e.topic, "key": id, "value": typed}}})
+	}
 	withProducer := func(f func(cl *kgo.Client, id string) error) func(int, string) error {
 		return func(_ int, id string) error {
 			cl := <-producers
@@ -150,7 +159,7 @@ func BenchmarkThroughput(b *testing.B) {
 
 	// Warm up every path (JIT, pools, connections), untimed.
 	shared := newSharedInline(b, e.db, producers, e.topic, value, 1).do
-	ops := []func(int, string) error{viaCoordinator, viaDecided, viaUnshared, inline, logged, gidLog, dual, shared, viaMany, dualMany}
+	ops := []func(int, string) error{viaCoordinator, viaDecided, viaPrepareCommit, viaUnshared, inline, logged, gidLog, dual, shared, viaMany, dualMany}
 	if baselineBinary != "" {
 		ops = append(ops, viaBaseline)
 	}
@@ -169,6 +178,7 @@ func BenchmarkThroughput(b *testing.B) {
 	variants := []variant{
 		{"coordinator", coordPID, viaCoordinator, base},
 		{"coordinator-decided", coordPID, viaDecided, base},
+		{"prepare-commit", coordPID, viaPrepareCommit, base},
 		{"unshared", unsharedPID, viaUnshared, unsharedBase},
 		{"inline-2pc", os.Getpid(), inline, ""},
 		{"inline-2pc-logged", os.Getpid(), logged, ""},
@@ -196,6 +206,9 @@ func BenchmarkThroughput(b *testing.B) {
 	for _, c := range benchConcurrencies(b) {
 		for _, v := range variants {
 			b.Run(fmt.Sprintf("%s/c=%d", v.name, c), func(b *testing.B) {
+				if v.name == "prepare-commit" && c > maxWaitingBench {
+					b.Skipf("at most COORDINATOR_MAX_WAITING=%d transactions wait for their caller", maxWaitingBench)
+				}
 				var profiled <-chan struct{}
 				if v.pid == coordPID && c == profiledC {
 					profiled = profileCoordinator(b, pprofAddr)
@@ -330,6 +343,46 @@ func postTransaction(client *http.Client, base string, req map[string]any) error
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("status %d: %s", resp.StatusCode, raw)
+	}
+	return nil
+}
+
+// maxWaitingBench bounds the prepare-commit row's transactions waiting at once: it runs at the
+// concurrencies up to it.
+const maxWaitingBench = 32
+
+// prepareCommit sends req prepared for its caller's decision ("decision": "external") and then
+// its commit with the prepared_state answered: the two calls of the prepare-commit row.
+func prepareCommit(client *http.Client, base string, req map[string]any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Post(base+"/v1/transactions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	var p struct {
+		ID            string `json:"id"`
+		PreparedState string `json:"prepared_state"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("prepare: status %d: %s", resp.StatusCode, raw)
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return err
+	}
+	commit, _ := json.Marshal(map[string]string{"prepared_state": p.PreparedState})
+	resp, err = client.Post(base+"/v1/transactions/"+p.ID+"/commit", "application/json", bytes.NewReader(commit))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("commit: status %d: %s", resp.StatusCode, raw)
 	}
 	return nil
 }
