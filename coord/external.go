@@ -112,9 +112,18 @@ func (c *Coordinator) await(ctx context.Context, w *work) ended {
 		return c.decisionUnlogged(fctx, w, "waiting", err)
 	}
 	c.fault(txntype.FaultAfterLogWaiting)
+	if pk, ok := w.ktx.(parker); ok {
+		// Quarantined (I1), its producer kept for a decision taken here (kafkatxn/waiting.go).
+		pk.Park()
+		w.ktx = nil
+	}
 	c.quarantineID(w)
 	return end(w.t, nil)
 }
+
+// parker is a Kafka transaction that can be left open for its caller's decision with its
+// producer kept (kafkatxn.Txn.Park).
+type parker interface{ Park() }
 
 // DecideWaiting takes d on the waiting row gid (X2-X4): one conditional write that either
 // accepts the commit (prepared, or committing without Kafka) or claims the abort (aborting,

@@ -19,6 +19,10 @@ import (
 // txntype.ErrKafkaAborted only when Kafka confirms that the transaction was aborted
 // (confirmAbort); any other error when the outcome is still unknown.
 func (p *Pool) EndTxn(ctx context.Context, ids txntype.KafkaIDs, commit bool) error {
+	if p.endParked(ctx, ids, commit) {
+		// A transaction that waited for its caller, ended through its own producer.
+		return nil
+	}
 	backoff := 20 * time.Millisecond
 	for {
 		err := p.endTxnOnce(ctx, ids, commit)

@@ -59,6 +59,7 @@ type Pool struct {
 	touched   map[string]time.Time
 	recording map[string]chan struct{} // topics being recorded (recordTopics), closed when done
 	leases    leaseBook                // which ids requests hold (list.go)
+	waiting   map[string]*parked       // producers of transactions waiting for their caller (waiting.go)
 	watch     restartWatch             // signs of a broker restart, hanging transactions (hanging.go)
 	tv        txnVersion               // the cluster's transaction version and the group clients (offsets.go)
 	enders    enders                   // the clients raw EndTxn requests go out on (enders.go)
@@ -114,6 +115,7 @@ func NewPool(ctx context.Context, cfg Config, quarantined []string) (*Pool, erro
 		topics:      map[string]topicInfo{},
 		touched:     map[string]time.Time{},
 		recording:   map[string]chan struct{}{},
+		waiting:     map[string]*parked{},
 		// Generation 1: transactions of a previous run may hang; every id is checked before
 		// its first lease.
 		watch: restartWatch{gen: 1, reason: "startup", checked: map[string]uint64{}, leaders: map[string]int32{},
@@ -554,6 +556,7 @@ func (p *Pool) Close() {
 		case pr := <-p.free:
 			pr.cl.Close()
 		default:
+			p.closeParked()
 			p.tv.close()
 			p.enders.close()
 			p.admin.Close()

@@ -34,6 +34,16 @@ func (p *Pool) Unquarantine(ctx context.Context, id string) error {
 	}
 	p.releasing[id] = true
 	p.mu.Unlock()
+	if pr := p.unpark(id); pr != nil {
+		// Its transaction was ended through it (waiting.go): it serves the next one as is.
+		p.mu.Lock()
+		delete(p.releasing, id)
+		delete(p.quarantined, id)
+		delete(p.since, id)
+		p.mu.Unlock()
+		p.free <- pr
+		return nil
+	}
 	pr, err := p.newProducer(id)
 	if err == nil {
 		if _, _, err = pr.cl.ProducerID(ctx); err != nil {

@@ -1,3 +1,4 @@
+DROP INDEX IF EXISTS coordinator_transactions_holding_id;
 DROP INDEX IF EXISTS coordinator_transactions_waiting;
 -- A waiting row has no decision: down, it is presumed aborted by recovery (I5).
 UPDATE coordinator_transactions SET state = 'aborting' WHERE state = 'waiting';
