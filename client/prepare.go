@@ -65,36 +65,11 @@ func (c *Client) Prepare(ctx context.Context, req TransactionRequest, within tim
 	// Decided means waiting, or already final (a resend of an id decided since): what a
 	// resent Prepare answers.
 	decided := func(t *Transaction) bool { return t.Waiting || t.State == StateCommitted }
-	for sent := 1; ; sent++ {
-		a, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/transactions", body: req, retry503: true, outcomes: true, since: since})
-		if err == nil {
-			t, err := transactionOf(a)
-			if err != nil {
-				return nil, err
-			}
-			return c.prepared(req.ID, t), nil
-		}
-		var e *Error
-		if errors.As(err, &e) && e.Status == http.StatusAccepted && e.Err == nil &&
-			(e.Transaction == nil || !e.Transaction.State.Heuristic()) {
-			t, werr := c.waitFor(ctx, req.ID, decided)
-			if werr == nil {
-				return c.prepared(req.ID, t), nil
-			}
-			if !errors.Is(werr, ErrNotFound) || sent >= c.maxAttempts {
-				return nil, werr
-			}
-			// No row after 202: nothing of it was logged (as for Submit). Safe to send again.
-			if c.now().Sub(since) > c.retryWindow {
-				return nil, c.windowError(since, werr)
-			}
-			continue
-		}
-		if e != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("transaction %s: %w", req.ID, err)
+	t, err := c.sendUntil(ctx, req, since, decided)
+	if err != nil {
+		return nil, err
 	}
+	return c.prepared(req.ID, t), nil
 }
 
 func (c *Client) prepared(id string, t *Transaction) *Prepared {

@@ -39,6 +39,14 @@ func (c *Client) Submit(ctx context.Context, req TransactionRequest) (*Transacti
 
 // submit is Submit of an id first sent at since.
 func (c *Client) submit(ctx context.Context, req TransactionRequest, since time.Time) (*Transaction, error) {
+	return c.sendUntil(ctx, req, since, committed)
+}
+
+// committed is Submit's end of polling: the transaction committed.
+func committed(t *Transaction) bool { return t.State == StateCommitted }
+
+// sendUntil sends req, first sent at since, as Submit does, polling an answer 202 until done.
+func (c *Client) sendUntil(ctx context.Context, req TransactionRequest, since time.Time, done func(*Transaction) bool) (*Transaction, error) {
 	for sent := 1; ; sent++ {
 		a, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/transactions", body: req, retry503: true, outcomes: true, since: since})
 		if err == nil {
@@ -47,7 +55,7 @@ func (c *Client) submit(ctx context.Context, req TransactionRequest, since time.
 		var e *Error
 		if errors.As(err, &e) && e.Status == http.StatusAccepted && e.Err == nil &&
 			(e.Transaction == nil || !e.Transaction.State.Heuristic()) {
-			t, werr := c.Wait(ctx, req.ID)
+			t, werr := c.waitFor(ctx, req.ID, done)
 			if !errors.Is(werr, ErrNotFound) || sent >= c.maxAttempts {
 				return t, werr
 			}
@@ -72,7 +80,7 @@ func (c *Client) submit(ctx context.Context, req TransactionRequest, since time.
 // A transaction that waits for its caller's decision (Prepare) is polled until it is decided
 // (Commit, Rollback) or its DecideBy passes and it is aborted.
 func (c *Client) Wait(ctx context.Context, id string) (*Transaction, error) {
-	return c.waitFor(ctx, id, func(t *Transaction) bool { return t.State == StateCommitted })
+	return c.waitFor(ctx, id, committed)
 }
 
 // waitFor polls the transaction until done(t), and returns it; a final or heuristic state

@@ -331,20 +331,26 @@ func dualWrite(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) error 
 // postTransaction sends one request to a coordinator's POST /v1/transactions; anything but 200
 // is an error.
 func postTransaction(client *http.Client, base string, req map[string]any) error {
-	body, err := json.Marshal(req)
+	_, err := postOK(client, base+"/v1/transactions", req)
+	return err
+}
+
+// postOK posts v as JSON to url and returns the answer's body; anything but 200 is an error.
+func postOK(client *http.Client, url string, v any) ([]byte, error) {
+	body, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	resp, err := client.Post(base+"/v1/transactions", "application/json", bytes.NewReader(body))
+	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d: %s", resp.StatusCode, raw)
+		return nil, fmt.Errorf("%s: status %d: %s", url, resp.StatusCode, raw)
 	}
-	return nil
+	return raw, nil
 }
 
 // maxWaitingBench bounds the prepare-commit row's transactions waiting at once: it runs at the
@@ -354,11 +360,7 @@ const maxWaitingBench = 32
 // prepareCommit sends req prepared for its caller's decision ("decision": "external") and then
 // its commit with the prepared_state answered: the two calls of the prepare-commit row.
 func prepareCommit(client *http.Client, base string, req map[string]any) error {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Post(base+"/v1/transactions", "application/json", bytes.NewReader(body))
+	raw, err := postOK(client, base+"/v1/transactions", req)
 	if err != nil {
 		return err
 	}
@@ -366,25 +368,11 @@ func prepareCommit(client *http.Client, base string, req map[string]any) error {
 		ID            string `json:"id"`
 		PreparedState string `json:"prepared_state"`
 	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("prepare: status %d: %s", resp.StatusCode, raw)
-	}
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return err
 	}
-	commit, _ := json.Marshal(map[string]string{"prepared_state": p.PreparedState})
-	resp, err = client.Post(base+"/v1/transactions/"+p.ID+"/commit", "application/json", bytes.NewReader(commit))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, _ = io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("commit: status %d: %s", resp.StatusCode, raw)
-	}
-	return nil
+	_, err = postOK(client, base+"/v1/transactions/"+p.ID+"/commit", map[string]string{"prepared_state": p.PreparedState})
+	return err
 }
 
 // manyPerRequest is the number of inserts and of records of one request in the "-100x" rows.
