@@ -28,7 +28,8 @@ func (l *Loop) Decide(ctx context.Context, id string, commit bool, preparedState
 		return nil, err
 	}
 	if t.DecideBy == nil {
-		return nil, fmt.Errorf("%w: %s is decided by its coordinator, not by its caller", txntype.ErrNotWaiting, id)
+		return nil, fmt.Errorf("%w: %s never waited for its caller (its coordinator decides it, or its phase 1 ended it): it is %s",
+			txntype.ErrNotWaiting, id, t.State)
 	}
 	if t.State == txntype.StateWaiting {
 		by, err := l.own.Fence()

@@ -182,6 +182,15 @@ func TestExternalRefusals(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, missing.Status, "%s", missing.Raw)
 	assert.Equal(t, "prepared_state", missing.str("error", "field"))
 
+	// Phase 1 fails: the usual 409, and nothing waits or stays prepared.
+	fail := e.externalBody("x-fail", 0)
+	fail["sql"] = append(fail["sql"].([]any), map[string]any{"statement": "SELECT 1/0"})
+	f := e.post(fail)
+	require.Equal(t, http.StatusConflict, f.Status, "%s", f.Raw)
+	assert.Equal(t, "aborted", f.str("state"))
+	assert.Empty(t, e.preparedLeft(), "nothing stays prepared")
+	assert.Equal(t, http.StatusConflict, e.decide("", "x-fail", "commit", "1:1").Status, "no decision for an aborted one")
+
 	// The bound: two wait; the third is refused with nothing run, and runs once one is decided.
 	a := e.prepare(t, "", "x-b1", 0)
 	e.prepare(t, "", "x-b2", 0)
