@@ -28,12 +28,20 @@ type Pipeline struct {
 	Topics  []string
 	// InstanceID, when set, makes the member static (group.instance.id).
 	InstanceID string
-	// Transform turns one polled batch into the request's statements and records. It must be
-	// a function of the records only: a batch sent again (the coordinator unreachable, an
-	// outcome in doubt) is sent with the same id and the same body.
+	// Transform turns one poll's records into statements and records. It must be a function of
+	// the records only: a batch sent again (the coordinator unreachable, an outcome in doubt) is
+	// sent with the same id and the same body. Polls made while the window is full go out as one
+	// batch, their statements and records in poll order (MaxBatchRecords).
 	Transform func(ctx context.Context, batch []*kgo.Record) ([]Statement, []Record, error)
-	// MaxPollRecords bounds a batch; 0: 500.
+	// MaxPollRecords bounds one poll; 0: 500.
 	MaxPollRecords int
+	// MaxBatchRecords bounds the input records of one batch gathered from several polls while
+	// the window is full (pipeline_merge.go); 0: 4 × MaxPollRecords; at most MaxPollRecords:
+	// every poll is a batch of its own.
+	MaxBatchRecords int
+	// Limits are the coordinator's request limits, which a batch gathered from several polls
+	// keeps within; zero fields: the coordinator's defaults.
+	Limits RequestLimits
 	// InFlight is how many batches the member keeps in flight at once; 0: DefaultInFlight; 1:
 	// one at a time. A batch sent while others are in flight names the last of them (rule O4):
 	// its offsets go after that one's and it commits only if that one committed, so the
@@ -118,16 +126,21 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 	defer cl.Close() // leaves the group
 	// On the way out: the window's answers, then the rebalance the member's leaving needs.
 	defer cl.AllowRebalance()
-	r := &pipelineRun{c: c, p: p, cl: cl, log: log, committed: committed}
+	gather := p.MaxBatchRecords
+	if gather <= 0 {
+		gather = 4 * max
+	}
+	r := &pipelineRun{c: c, p: p, cl: cl, log: log, committed: committed, gather: gather, limits: p.Limits.orDefaults()}
 	defer r.drain()
 	var openedAt time.Time // when the window last opened: the first batch polled after it was empty
 	for {
 		// Settle the answered batches, oldest first; wait for the oldest when the window is
-		// full or a rebalance point is due.
+		// full and the next batch can gather no more, or when a rebalance point is due (the
+		// batches polled meanwhile go out too, so that the window ends empty).
 		for len(r.window) > 0 {
 			head := r.window[0]
-			due := len(r.window) >= depth || c.now().Sub(openedAt) >= rebalanceEvery
-			if !due && !head.answered() {
+			due := c.now().Sub(openedAt) >= rebalanceEvery
+			if !due && !head.answered() && (len(r.window) < depth || r.gathering()) {
 				break
 			}
 			<-head.done
@@ -138,17 +151,23 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 				if p.OnCommit != nil {
 					p.OnCommit(head.batch, head.t)
 				}
-				continue
-			}
-			if stop, err := r.failed(ctx, head); stop {
+			} else if stop, err := r.failed(ctx, head); stop {
 				return err
 			}
+			if due && len(r.window) == 0 {
+				r.sendPending(ctx, depth)
+			}
 		}
+		r.sendPending(ctx, depth)
 		empty := len(r.window) == 0
 		if empty {
 			cl.AllowRebalance() // nothing in flight: the member may give partitions up here
 		}
-		fetches := r.poll(ctx, max, openedAt.Add(rebalanceEvery))
+		n := max
+		if len(r.window) >= depth && len(r.pending) > 0 {
+			n = min(max, r.gather-len(r.pending[0].batch)) // gathering() said there is room
+		}
+		fetches := r.poll(ctx, n, openedAt.Add(rebalanceEvery))
 		if empty {
 			// The window opens with the batch polled now: the wait for it (the input idle, a
 			// rebalance, the group's join) is not time the window was open.
@@ -165,14 +184,14 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 		if len(batch) == 0 {
 			continue
 		}
-		member, gen := cl.GroupMetadata()
-		b, err := r.send(ctx, batch, member, gen)
+		sql, out, err := p.Transform(ctx, batch)
 		if err != nil {
 			r.drain()
-			rewind(cl, batch)
-			return fmt.Errorf("client: pipeline batch of %d records: %w", len(batch), err)
+			rewind(cl, append(r.dropPending(), batch...))
+			return fmt.Errorf("client: pipeline batch of %d records: transform: %w", len(batch), err)
 		}
-		r.window = append(r.window, b)
+		r.add(newPending(batch, sql, out))
+		r.sendPending(ctx, depth)
 	}
 }
 
@@ -194,8 +213,54 @@ type pipelineRun struct {
 	log       *slog.Logger
 	committed *lastCommitted
 	window    []*flyingBatch
+	// pending are the polls transformed and not sent yet, oldest first: only the last may
+	// still gather (pipeline_merge.go); there are any only while the window is full.
+	pending []*pendingBatch
+	gather  int // Pipeline.MaxBatchRecords or its default
+	limits  RequestLimits
 	// attempt counts the sends of the batch at the group's position: a new id after each abort.
 	attempt int
+}
+
+// gathering reports whether the member may poll more into its next batch while the window is
+// full: nothing is pending yet, or the one batch pending is still open.
+func (r *pipelineRun) gathering() bool {
+	switch len(r.pending) {
+	case 0:
+		return true
+	case 1:
+		return r.pending[0].open(r.gather, r.limits)
+	}
+	return false
+}
+
+// add queues a transformed poll: joined to the last pending batch when it fits, else as a
+// batch of its own.
+func (r *pipelineRun) add(b *pendingBatch) {
+	if n := len(r.pending); n > 0 && r.pending[n-1].join(b, r.gather, r.limits) {
+		return
+	}
+	r.pending = append(r.pending, b)
+}
+
+// sendPending sends the pending batches, oldest first, while the window has room.
+func (r *pipelineRun) sendPending(ctx context.Context, depth int) {
+	for len(r.pending) > 0 && len(r.window) < depth {
+		b := r.pending[0]
+		r.pending = r.pending[1:]
+		member, gen := r.cl.GroupMetadata()
+		r.window = append(r.window, r.send(ctx, b, member, gen))
+	}
+}
+
+// dropPending forgets the batches not sent and returns their records.
+func (r *pipelineRun) dropPending() []*kgo.Record {
+	var out []*kgo.Record
+	for _, b := range r.pending {
+		out = append(out, b.batch...)
+	}
+	r.pending = nil
+	return out
 }
 
 // flyingBatch is a batch sent and not settled yet.
@@ -237,27 +302,23 @@ func (r *pipelineRun) poll(ctx context.Context, max int, rebalanceAt time.Time) 
 	return r.cl.PollRecords(pctx, max)
 }
 
-// send transforms batch into its request and sends it on its own goroutine. A batch sent while
-// another is in flight names the last one sent (O4): it commits only if that one committed.
-func (r *pipelineRun) send(ctx context.Context, batch []*kgo.Record, member string, gen int32) (*flyingBatch, error) {
-	sql, out, err := r.p.Transform(ctx, batch)
-	if err != nil {
-		return nil, fmt.Errorf("transform: %w", err)
-	}
-	oc := BatchOffsets(r.p.Group, member, gen, batch)
+// send sends a batch on its own goroutine. A batch sent while another is in flight names the
+// last one sent (O4): it commits only if that one committed.
+func (r *pipelineRun) send(ctx context.Context, p *pendingBatch, member string, gen int32) *flyingBatch {
+	oc := BatchOffsets(r.p.Group, member, gen, p.batch)
 	if r.p.InstanceID != "" {
 		oc.GroupInstanceID = &r.p.InstanceID
 	}
 	if n := len(r.window); n > 0 {
 		oc.After = r.window[n-1].req.ID
 	}
-	b := &flyingBatch{batch: batch, member: member, gen: gen, done: make(chan struct{}),
-		req: TransactionRequest{ID: BatchID(oc) + "-" + strconv.Itoa(r.attempt), SQL: sql, Kafka: out, KafkaOffsets: oc, TimeoutMS: r.p.TimeoutMS}}
+	b := &flyingBatch{batch: p.batch, member: member, gen: gen, done: make(chan struct{}),
+		req: TransactionRequest{ID: BatchID(oc) + "-" + strconv.Itoa(r.attempt), SQL: p.sql, Kafka: p.kafka, KafkaOffsets: oc, TimeoutMS: r.p.TimeoutMS}}
 	go func() {
 		defer close(b.done)
 		b.t, b.err = r.c.submitBatch(ctx, b.req)
 	}()
-	return b, nil
+	return b
 }
 
 // drain waits for every batch in flight to be answered, and forgets them.
@@ -279,6 +340,7 @@ func (r *pipelineRun) failed(ctx context.Context, head *flyingBatch) (stop bool,
 	for _, b := range r.drain() {
 		dropped = append(dropped, b.batch...)
 	}
+	dropped = append(dropped, r.dropPending()...) // polled after it: chained after it when sent
 	rewind(r.cl, dropped)
 	err = head.err
 	switch {

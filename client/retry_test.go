@@ -56,10 +56,9 @@ func TestRetryWindow(t *testing.T) {
 				return []Statement{{Statement: "INSERT INTO t VALUES (1)"}}, nil, nil
 			}}
 		r := &pipelineRun{c: c, p: p}
-		b, err := r.send(context.Background(), []*kgo.Record{{Topic: "in", Partition: 0, Offset: 7}}, "m", 1)
-		require.NoError(t, err)
+		b := r.send(context.Background(), poll(7), "m", 1)
 		<-b.done
-		err = b.err
+		err := b.err
 		require.ErrorIs(t, err, ErrRetryWindow)
 		got := s.requests()
 		require.Greater(t, len(got), 1)
@@ -175,12 +174,10 @@ func TestPipelineChainsTheWindow(t *testing.T) {
 			return []Statement{{Statement: "INSERT INTO t VALUES (1)"}}, nil, nil
 		}}
 	r := &pipelineRun{c: c, p: p}
-	first, err := r.send(context.Background(), []*kgo.Record{{Topic: "in", Partition: 0, Offset: 7}}, "m", 1)
-	require.NoError(t, err)
+	first := r.send(context.Background(), poll(7), "m", 1)
 	assert.Empty(t, first.req.KafkaOffsets.After, "nothing in flight: no predecessor")
 	r.window = append(r.window, first)
-	second, err := r.send(context.Background(), []*kgo.Record{{Topic: "in", Partition: 0, Offset: 8}}, "m", 1)
-	require.NoError(t, err)
+	second := r.send(context.Background(), poll(8), "m", 1)
 	assert.Equal(t, first.req.ID, second.req.KafkaOffsets.After, "chained after the last batch sent")
 	unchained := *second.req.KafkaOffsets
 	unchained.After = ""
@@ -189,4 +186,10 @@ func TestPipelineChainsTheWindow(t *testing.T) {
 	<-second.done
 	require.NoError(t, first.err)
 	require.NoError(t, second.err)
+}
+
+// poll is one polled record of partition in/0 at offset, transformed into one insert.
+func poll(offset int64) *pendingBatch {
+	return newPending([]*kgo.Record{{Topic: "in", Partition: 0, Offset: offset}},
+		[]Statement{{Statement: "INSERT INTO t VALUES (1)"}}, nil)
 }

@@ -142,7 +142,7 @@ func Defaults() Config {
 		DefaultTimeout:    10 * time.Second,
 		MaxTimeout:        30 * time.Second,
 		MaxBodyBytes:      1 << 20,
-		MaxStatements:     100,
+		MaxStatements:     1000,
 		MaxRecords:        1000,
 		MaxConns:          64,
 

@@ -32,7 +32,7 @@ func TestLoadDefaults(t *testing.T) {
 	assert.Equal(t, 10*time.Second, c.DefaultTimeout)
 	assert.Equal(t, 30*time.Second, c.MaxTimeout)
 	assert.Equal(t, int64(1<<20), c.MaxBodyBytes)
-	assert.Equal(t, 100, c.MaxStatements)
+	assert.Equal(t, 1000, c.MaxStatements)
 	assert.Equal(t, 1000, c.MaxRecords)
 	assert.Equal(t, int32(64), c.MaxConns)
 	assert.Equal(t, service.Defaults(), c)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -382,4 +383,50 @@ func TestOffsetsPipelineSharedRow(t *testing.T) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	assert.Zero(t, tr.budget, "no batch waited out its budget for its predecessor")
+}
+
+// TestOffsetsPipelineGathers: a member whose window is full polls on, and the polls it makes
+// meanwhile go out together as its next batch, within its MaxBatchRecords and the request
+// limits it was given; exactly once on both sides all the same.
+func TestOffsetsPipelineGathers(t *testing.T) {
+	t.Parallel()
+	if useKfake() {
+		t.Skip("needs the real broker's group coordinator (KAFKA_BROKERS)")
+	}
+	cases := []struct {
+		name   string
+		gather int
+		limits client.RequestLimits
+		most   int // the largest batch allowed
+	}{
+		{"bounded by the member", 30, client.RequestLimits{}, 30},
+		{"bounded by the statements limit", 60, client.RequestLimits{Statements: 45}, 45},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOpts{})
+			p := newPipelineEnv(e, 600, 2)
+			c, err := client.New(e.srv.URL)
+			require.NoError(t, err)
+			pl := p.pipeline()
+			pl.MaxPollRecords = 10
+			pl.MaxBatchRecords = tc.gather
+			pl.Limits = tc.limits
+			pl.InFlight = 1
+			var mu sync.Mutex
+			var sizes []int
+			pl.OnCommit = func(batch []*kgo.Record, _ *client.Transaction) {
+				mu.Lock()
+				defer mu.Unlock()
+				sizes = append(sizes, len(batch))
+			}
+			p.runToEnd(t, c, pl)
+			mu.Lock()
+			defer mu.Unlock()
+			require.NotEmpty(t, sizes)
+			assert.Greater(t, slices.Max(sizes), 10, "batches gathered several polls: %v", sizes)
+			assert.LessOrEqual(t, slices.Max(sizes), tc.most, "within the bound: %v", sizes)
+		})
+	}
 }

@@ -48,7 +48,7 @@ func main() {
 		out         = flag.String("out", "shipments", "the output topic (shipment records)")
 		table       = flag.String("table", "shipments", "the table of shipment rows")
 		token       = flag.String("token", os.Getenv("COORDINATOR_TOKEN"), "a bearer token with the submit role (env COORDINATOR_TOKEN)")
-		maxPoll     = flag.Int("max-poll", 100, "records per batch at most (one statement each: at most the server's COORDINATOR_MAX_STATEMENTS)")
+		maxPoll     = flag.Int("max-poll", 100, "records per poll at most; polls made while the window is full go out together, up to 4 polls and the server's request limits")
 		inFlight    = flag.Int("in-flight", client.DefaultInFlight, "batches in flight at once, each chained after the one before (1: one at a time)")
 		session     = flag.Duration("session-timeout", 45*time.Second, "the group session timeout: how long a dead member holds its partitions")
 		logLevel    = flag.String("log-level", "info", "debug, info, warn or error (debug adds every batch's records)")
