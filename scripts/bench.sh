@@ -30,7 +30,12 @@
 #                        records/s, p50/p99 a batch's latency, the ratios against the by-hand row;
 #                        with BENCH_BASELINE, the row pipeline-baseline is that build's;
 #                        BENCH_INFLIGHT sets a member's batches in flight (O4; default: the
-#                        client's), BENCH_BASELINE_INFLIGHT the baseline's (default 1)
+#                        client's), BENCH_BASELINE_INFLIGHT the baseline's (default 1);
+#                        BENCH_GATHER a batch's records gathered from several polls while the
+#                        window is full (default: the client's, 4 polls),
+#                        BENCH_BASELINE_GATHER the baseline's (default 100: one poll);
+#                        BENCH_BYHAND_POLL the by-hand loop's records per poll and commit
+#                        (default 100)
 #   BenchmarkRecovery    one recovery pass over 10,000 in-doubt transactions, alone (each its own
 #                        Kafka and SQL transaction) and as batch members (16 per transaction),
 #                        each resolved row by row (the baseline) and by the page (C1): pass

@@ -81,12 +81,17 @@ func BenchmarkPipeline(b *testing.B) {
 		require.NoError(b, err, name)
 		return n
 	}
-	through := func(c *client.Client, inFlight int) func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
+	// A batch gathered from several polls (client.Pipeline.MaxBatchRecords): BENCH_GATHER for
+	// the row pipeline (0: the client's default), BENCH_BASELINE_GATHER for pipeline-baseline
+	// (default 100, one poll: a build from before gathered batches refuses more than 100
+	// statements in a request).
+	gather := inFlight
+	through := func(c *client.Client, inFlight, gather int) func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
 		return func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
 			var mu sync.Mutex
 			starts := map[string]time.Time{}
 			key := func(r *kgo.Record) string { return fmt.Sprintf("%d/%d", r.Partition, r.Offset) }
-			pl := client.Pipeline{Brokers: e.brokers, Group: p.group, Topics: []string{p.in}, MaxPollRecords: 100, InFlight: inFlight,
+			pl := client.Pipeline{Brokers: e.brokers, Group: p.group, Topics: []string{p.in}, MaxPollRecords: 100, InFlight: inFlight, MaxBatchRecords: gather,
 				Options: p.memberOpts(i, false), OnRevoked: p.track(i, -1),
 				Transform: func(ctx context.Context, batch []*kgo.Record) ([]client.Statement, []client.Record, error) {
 					mu.Lock()
@@ -103,13 +108,13 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 	}
 	variants := []variant{
-		{"pipeline", coordPID, through(c, inFlight("BENCH_INFLIGHT", 0))},
+		{"pipeline", coordPID, through(c, inFlight("BENCH_INFLIGHT", 0), gather("BENCH_GATHER", 0))},
 		{"pipeline-by-hand", os.Getpid(), func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
 			return p.byHand(ctx, pool, i, lat)
 		}},
 	}
 	if cBaseline != nil {
-		variants = append(variants, variant{"pipeline-baseline", baselinePID, through(cBaseline, inFlight("BENCH_BASELINE_INFLIGHT", 1))})
+		variants = append(variants, variant{"pipeline-baseline", baselinePID, through(cBaseline, inFlight("BENCH_BASELINE_INFLIGHT", 1), gather("BENCH_BASELINE_GATHER", 100))})
 	}
 	if os.Getenv("BENCH_ORDER") == "reverse" {
 		slices.Reverse(variants)
@@ -252,6 +257,16 @@ func (p *benchPipeline) produce(b *testing.B, n int) {
 	require.NoError(b, cl.ProduceSync(context.Background(), recs...).FirstErr())
 }
 
+// byHandPoll is the by-hand loop's records per poll, and so per commit (BENCH_BYHAND_POLL,
+// default 100, the pipeline's MaxPollRecords).
+var byHandPoll = func() int {
+	n, err := strconv.Atoi(cmp.Or(os.Getenv("BENCH_BYHAND_POLL"), "100"))
+	if err != nil || n < 1 {
+		panic("BENCH_BYHAND_POLL: a positive number of records")
+	}
+	return n
+}()
+
 // byHand is one member of the pipeline without atomicity: per polled batch a SQL commit of the
 // inserts, a produce of the records, then commitSync of the batch's offsets.
 func (p *benchPipeline) byHand(ctx context.Context, pool *pgxpool.Pool, i int, lat func(time.Duration)) error {
@@ -263,7 +278,7 @@ func (p *benchPipeline) byHand(ctx context.Context, pool *pgxpool.Pool, i int, l
 	}
 	defer cl.Close()
 	for {
-		f := cl.PollRecords(ctx, 100)
+		f := cl.PollRecords(ctx, byHandPoll)
 		if ctx.Err() != nil {
 			return nil
 		}
