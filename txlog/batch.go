@@ -93,6 +93,7 @@ func (l *Log) PreparedBatch(ctx context.Context, ts []*txntype.Transaction, shar
 		st := stamps[t.GID]
 		t.State, t.UpdatedAt = txntype.StatePrepared, st[0]
 		t.PreparedAt = &st[1]
+		t.NoteDetailLogged()
 	}
 	return nil
 }

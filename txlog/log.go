@@ -120,10 +120,14 @@ func (l *Log) prepared(ctx context.Context, t *txntype.Transaction, to txntype.S
 	if err != nil {
 		return err
 	}
-	return l.update(ctx, t, to, "now()", `
+	err = l.update(ctx, t, to, "now()", `
     transactional_id = $4, producer_id = $5, producer_epoch = $6, prepared_state = $7,
     kafka_records = $8, sql_gids = $9, sql_results = $10, prepared_at = now(), kafka_offsets = $11`+set,
 		append([]any{tid, pid, epoch, pstate, recs, gids, results, offsets}, args...)...)
+	if err == nil {
+		t.NoteDetailLogged()
+	}
+	return err
 }
 
 // Transition moves the transaction to state to, storing its SQL gids, results and error. The
@@ -143,9 +147,20 @@ func (l *Log) transition(ctx context.Context, t *txntype.Transaction, to txntype
 	if t.Kafka != nil {
 		recs = t.Kafka.Records
 	}
+	// The results and records a write before this one stored, unchanged since, are not sent
+	// again: a pipeline batch's hundreds of each would be encoded, parsed and written a second
+	// time for nothing ('[]' and NULL keep the row's).
+	logged := t.DetailLogged()
+	if logged {
+		recs = nil
+	}
 	recsJSON, gids, results, err := marshal3(recs, t.SQLGIDs, t.SQL)
 	if err != nil {
 		return err
+	}
+	var resultsArg any = results
+	if logged {
+		resultsArg = nil // NULL: the row's
 	}
 	var ep, ec, em, es *string
 	if e := t.Error; e != nil {
@@ -167,14 +182,18 @@ func (l *Log) transition(ctx context.Context, t *txntype.Transaction, to txntype
 		}
 		tid, pid, epoch, pstate = &k.TransactionalID, &k.ProducerID, &k.ProducerEpoch, &ps
 	}
-	return l.update(ctx, t, to, "COALESCE($12::timestamptz, now())", `
+	err = l.update(ctx, t, to, "COALESCE($12::timestamptz, now())", `
     kafka_records = CASE WHEN $4::jsonb = '[]'::jsonb THEN kafka_records ELSE $4 END,
-    sql_gids = $5, sql_results = $6, error_participant = $7, error_class = $8,
+    sql_gids = $5, sql_results = COALESCE($6::jsonb, sql_results), error_participant = $7, error_class = $8,
     error_message = $9, error_sqlstate = $10,
     finished_at = CASE WHEN $11 THEN COALESCE($12::timestamptz, now()) ELSE finished_at END,
     transactional_id = COALESCE(transactional_id, $13), producer_id = COALESCE(producer_id, $14),
     producer_epoch = COALESCE(producer_epoch, $15), prepared_state = COALESCE(prepared_state, $16)`,
-		recsJSON, gids, results, ep, ec, em, es, finished, stampArg(at), tid, pid, epoch, pstate)
+		recsJSON, gids, resultsArg, ep, ec, em, es, finished, stampArg(at), tid, pid, epoch, pstate)
+	if err == nil && !logged {
+		t.NoteDetailLogged()
+	}
+	return err
 }
 
 // stampArg is a stamp as a statement argument: NULL when zero (the server's now()).

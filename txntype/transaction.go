@@ -86,6 +86,9 @@ type Transaction struct {
 
 	// Digest identifies the request body (idempotency); not part of the API.
 	Digest []byte `json:"-"`
+
+	// logged is what the log last stored of the results and records (logged.go).
+	logged loggedDetail
 }
 
 // DecisionExternal is Transaction.Decision of a transaction its caller decides.
