@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -48,6 +49,11 @@ func TestCheckJSON(t *testing.T) {
 		{"an escaped NUL in an argument", `{"sql":[{"statement":"SELECT 1","args":["\u0000"]}]}`, "sql[0].args[0]", "NUL"},
 		{"a duplicate key in an argument", `{"sql":[{"statement":"SELECT 1","args":[{"a":1,"a":2}]}]}`, `sql[0].args[0]["a"]`, "duplicate key"},
 		{"an escaped duplicate key", `{"id":"a","\u0069d":"b"}`, "id", "duplicate key"},
+		// An object's keys are held in a small array up to 8, then in a map (keySet).
+		{"twelve distinct keys", `{"sql":[{"statement":"SELECT 1","args":[` + argObject(12) + `}]}]}`, "", ""},
+		{"a duplicate of the third key after twelve", `{"sql":[{"statement":"SELECT 1","args":[` + argObject(12) + `,"k2":0}]}]}`, `sql[0].args[0]["k2"]`, "duplicate key"},
+		{"a duplicate of the ninth key after twelve", `{"sql":[{"statement":"SELECT 1","args":[` + argObject(12) + `,"k8":0}]}]}`, `sql[0].args[0]["k8"]`, "duplicate key"},
+		{"a duplicate of the eighth key as the ninth", `{"sql":[{"statement":"SELECT 1","args":[` + argObject(8) + `,"k7":0}]}]}`, `sql[0].args[0]["k7"]`, "duplicate key"},
 		// A typed payload's data is any JSON value, null included, at any depth.
 		{"null as data", `{"kafka":[{"topic":"t","value":{"type":"json","data":null}}]}`, "", ""},
 		{"null in data's object", `{"kafka":[{"topic":"t","value":{"type":"json","data":{"a":null}}}]}`, "", ""},
@@ -104,4 +110,17 @@ func FuzzCheckJSON(f *testing.F) {
 			t.Fatalf("the walk accepted %q, encoding/json refused it: %v", body, err)
 		}
 	})
+}
+
+// argObject is the start of a JSON object with n keys k0…k(n-1), without its closing brace.
+func argObject(n int) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, i, i)
+	}
+	return b.String()
 }

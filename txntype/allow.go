@@ -37,13 +37,28 @@ func CheckAllowedTopic(pattern string) error {
 	if pattern == "*" {
 		return nil
 	}
-	if !topicChars.MatchString(strings.TrimSuffix(pattern, "*")) {
+	if !topicChars(strings.TrimSuffix(pattern, "*")) {
 		return fmt.Errorf("topic %q: a topic name of [A-Za-z0-9._-] (at most 249), or a prefix followed by *", pattern)
 	}
 	return nil
 }
 
-var topicChars = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+// topicChars reports whether s is 1 to 249 characters of [A-Za-z0-9._-], Kafka's topic
+// alphabet. A loop, not a regular expression: every record of a request is checked, and a
+// pipeline batch has hundreds (the regular expression was 3 % of the coordinator's CPU).
+func topicChars(s string) bool {
+	if len(s) == 0 || len(s) > 249 {
+		return false
+	}
+	for i := range len(s) {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // resolveStatement turns a named statement into its configured text (and refuses what the
 // allowlist does not allow). field is "sql[i]".
@@ -72,7 +87,7 @@ func (l Limits) resolveStatement(field string, s *Statement) error {
 // characters of [A-Za-z0-9._-], not "." or ".."), before anything runs, and a topic outside
 // the allowlist. field is "kafka[i]".
 func (l Limits) allowTopic(field, topic string) error {
-	if !topicChars.MatchString(topic) || topic == "." || topic == ".." {
+	if !topicChars(topic) || topic == "." || topic == ".." {
 		return Invalid(field+".topic", "not a Kafka topic name: 1-249 characters of [A-Za-z0-9._-], not \".\" or \"..\"")
 	}
 	if len(l.Topics) == 0 {
