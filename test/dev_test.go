@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -108,20 +107,16 @@ func TestDevStatementRole(t *testing.T) {
 	assert.False(t, super)
 }
 
-// pipelineBinary builds examples/pipeline once per test run.
-var pipelineBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "pipeline-example-")
-	if err != nil {
-		return "", err
-	}
+// pipelineBinary builds examples/pipeline into dir.
+func pipelineBinary(t *testing.T, dir string) string {
+	t.Helper()
 	bin := filepath.Join(dir, "pipeline")
 	cmd := exec.Command("go", "build", "-o", bin, "./examples/pipeline")
 	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./examples/pipeline: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build ./examples/pipeline:\n%s", out)
+	return bin
+}
 
 // TestDevPipelineExample runs examples/pipeline against `coordinator dev` with the command
 // line the banner prints (the README's `go run ./examples/pipeline`, plus the ports of this
@@ -130,9 +125,7 @@ var pipelineBinary = sync.OnceValues(func() (string, error) {
 // and that it stops cleanly.
 func TestDevPipelineExample(t *testing.T) {
 	t.Parallel()
-	bin, err := pipelineBinary()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
+	bin := pipelineBinary(t, t.TempDir()) // each run its own: -count=N removes the last one's
 	d := startDev(t)
 	require.NotEmpty(t, d.pipeline, "the banner gives the example's command:\n%s", d.banner)
 	args := strings.Fields(strings.TrimPrefix(d.pipeline, "go run ./examples/pipeline"))
