@@ -150,11 +150,11 @@ func (l *Log) transition(ctx context.Context, t *txntype.Transaction, to txntype
 	// The results and records a write before this one stored, unchanged since, are not sent
 	// again: a pipeline batch's hundreds of each would be encoded, parsed and written a second
 	// time for nothing ('[]' and NULL keep the row's).
-	logged := t.DetailLogged()
+	logged, sqlResults := t.DetailLogged(), t.SQL
 	if logged {
-		recs = nil
+		recs, sqlResults = nil, nil
 	}
-	recsJSON, gids, results, err := marshal3(recs, t.SQLGIDs, t.SQL)
+	recsJSON, gids, results, err := marshal3(recs, t.SQLGIDs, sqlResults)
 	if err != nil {
 		return err
 	}
