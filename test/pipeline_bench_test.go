@@ -73,19 +73,18 @@ func BenchmarkPipeline(b *testing.B) {
 		pid    int
 		member func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error
 	}
-	// A member's window of batches in flight (O4): BENCH_INFLIGHT for the row pipeline (0: the
-	// client's default), BENCH_BASELINE_INFLIGHT for pipeline-baseline (default 1: a build from
-	// before chained batches refuses kafka_offsets.after).
-	inFlight := func(name string, def int) int {
+	// The members' settings, each a number from the environment (0: the client's default):
+	//   - a member's window of batches in flight (O4): BENCH_INFLIGHT for the row pipeline,
+	//     BENCH_BASELINE_INFLIGHT for pipeline-baseline (default 1: a build from before chained
+	//     batches refuses kafka_offsets.after);
+	//   - a batch gathered from several polls (client.Pipeline.MaxBatchRecords): BENCH_GATHER for
+	//     the row pipeline, BENCH_BASELINE_GATHER for pipeline-baseline (default 100, one poll: a
+	//     build from before gathered batches refuses more than 100 statements in a request).
+	setting := func(name string, def int) int {
 		n, err := strconv.Atoi(cmp.Or(os.Getenv(name), strconv.Itoa(def)))
 		require.NoError(b, err, name)
 		return n
 	}
-	// A batch gathered from several polls (client.Pipeline.MaxBatchRecords): BENCH_GATHER for
-	// the row pipeline (0: the client's default), BENCH_BASELINE_GATHER for pipeline-baseline
-	// (default 100, one poll: a build from before gathered batches refuses more than 100
-	// statements in a request).
-	gather := inFlight
 	through := func(c *client.Client, inFlight, gather int) func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
 		return func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
 			var mu sync.Mutex
@@ -108,13 +107,13 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 	}
 	variants := []variant{
-		{"pipeline", coordPID, through(c, inFlight("BENCH_INFLIGHT", 0), gather("BENCH_GATHER", 0))},
+		{"pipeline", coordPID, through(c, setting("BENCH_INFLIGHT", 0), setting("BENCH_GATHER", 0))},
 		{"pipeline-by-hand", os.Getpid(), func(ctx context.Context, p *benchPipeline, i int, lat func(time.Duration)) error {
 			return p.byHand(ctx, pool, i, lat)
 		}},
 	}
 	if cBaseline != nil {
-		variants = append(variants, variant{"pipeline-baseline", baselinePID, through(cBaseline, inFlight("BENCH_BASELINE_INFLIGHT", 1), gather("BENCH_BASELINE_GATHER", 100))})
+		variants = append(variants, variant{"pipeline-baseline", baselinePID, through(cBaseline, setting("BENCH_BASELINE_INFLIGHT", 1), setting("BENCH_BASELINE_GATHER", 100))})
 	}
 	if os.Getenv("BENCH_ORDER") == "reverse" {
 		slices.Reverse(variants)
