@@ -680,6 +680,11 @@ min.insync.replicas=2
 auto.create.topics.enable=false
 delete.topic.enable=true
 unclean.leader.election.enable=false
+# A killed broker is fenced, and its partitions and transaction coordinators move, once its
+# session lapses: 9 s by default, as long as the restart tests keep a broker down, so whether
+# two brokers committed in that window was a matter of timing (a loaded CI machine lost).
+broker.session.timeout.ms=3000
+broker.heartbeat.interval.ms=500
 
 offsets.topic.replication.factor=3
 offsets.topic.num.partitions=4
