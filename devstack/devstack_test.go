@@ -344,17 +344,26 @@ func TestKafkaOnPort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
-
-	k, err := StartKafkaOn(ctx, port, "seeded")
-	require.NoError(t, err)
+	// A free port may be taken by a parallel test between its release and the start (a clean CI
+	// run lost that race): another free port is tried then.
+	var port int
+	var k *Kafka
+	for attempt := 0; ; attempt++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port = ln.Addr().(*net.TCPAddr).Port
+		require.NoError(t, ln.Close())
+		k, err = StartKafkaOn(ctx, port, "seeded")
+		if errors.Is(err, ErrPortInUse) && attempt < 5 {
+			continue
+		}
+		require.NoError(t, err)
+		break
+	}
 	t.Cleanup(k.Stop)
 	require.Equal(t, []string{fmt.Sprintf("127.0.0.1:%d", port)}, k.Brokers())
 
-	_, err = StartKafkaOn(ctx, port)
+	_, err := StartKafkaOn(ctx, port)
 	require.ErrorIs(t, err, ErrPortInUse)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers()...))
