@@ -20,8 +20,12 @@
 #                        run near 0 % idle was bound by CPU; stolen time is other tenants')
 #                        and a request of 100 inserts and 100 records (coordinator-100x) against
 #                        the same work by hand in one PostgreSQL and one Kafka transaction
-#                        (by-hand-100x, the ratios of both "-100x" rows are against it): the
-#                        per-statement and per-record costs apart from the per-request ones
+#                        (by-hand-100x, the ratios of the "-100x" rows are against it) and
+#                        its floor, inline-2pc-logged with those 100 inserts and records
+#                        (inline-2pc-logged-100x, the "-100x" rows' x floor): the
+#                        per-statement and per-record costs apart from the per-request ones;
+#                        inline-2pc-begun is inline-2pc-logged with the coordinator's durable
+#                        row before the work
 #   BenchmarkPipeline    a consume-transform-write pipeline end to end, by 1 and 3 members of
 #                        one consumer group (rows "1m", "3m"): each input record one insert and
 #                        one output record, batches as polled; through the coordinator with the
@@ -49,7 +53,8 @@
 # one variant alone, which misleads an A/B comparison; and every second round runs the variants
 # in the reverse order, as the position in a round biases a variant too. BENCHTIME (default 3s)
 # sets -benchtime of the throughput benchmark. PPROF_SECONDS=N profiles the coordinator process
-# over the first N seconds of its c=64 run (PPROF_C=16: its c=16 run; keep BENCHTIME longer) and
+# over the first N seconds of its c=64 run (PPROF_C=16: its c=16 run; keep BENCHTIME longer;
+# PPROF_VARIANT=coordinator-100x: that row's run instead of the coordinator row's) and
 # prints the profile's top entries; the profile is kept as test/artifacts/coordinator-c64.pprof
 # (go tool pprof -http=:). PPROF_C=1m (or 3m) profiles BenchmarkPipeline's coordinator in its run
 # with that many members instead (coordinator-c1m.pprof).
@@ -94,7 +99,7 @@ for round in $(seq "$rounds"); do
   # Every second round runs the variants in the reverse order (BENCH_ORDER): a variant's position
   # in a round moved its figures by 10 to 20 % on this machine.
   if [ $((round % 2)) -eq 0 ]; then order=reverse; else order=forward; fi
-  env -u TEST_KAFKA BENCH_ORDER="$order" BENCH_PPROF_SECONDS="${PPROF_SECONDS:-}" BENCH_PPROF_C="${PPROF_C:-}" BENCH_PPROF_FILE="$profile_now" \
+  env -u TEST_KAFKA BENCH_ORDER="$order" BENCH_PPROF_SECONDS="${PPROF_SECONDS:-}" BENCH_PPROF_C="${PPROF_C:-}" BENCH_PPROF_VARIANT="${PPROF_VARIANT:-}" BENCH_PPROF_FILE="$profile_now" \
     go test ./test -run '^$' -bench 'BenchmarkThroughput|BenchmarkPipeline' -benchtime "${BENCHTIME:-3s}" -timeout 30m "$@" | tee -a "$out"
 done
 
@@ -121,15 +126,15 @@ END {
   most = 0
   for (k in rounds) if (rounds[k] > most) most = rounds[k]
   if (most > 1) printf "\n(each figure: the median of %d rounds)", most
-  printf "\n%-19s %4s %9s %8s %8s %9s %8s %8s %14s %12s %14s %9s %9s %9s %9s %7s %8s\n", "variant", "c", "txn/s", "p50 ms", "p99 ms", "x dual/s", "x p50", "x floor", "coord ms/txn", "pg ms/txn", "kafka ms/txn", "shared %", "members", "sql sh %", "coord MB", "idle %", "steal %"
+  printf "\n%-22s %4s %9s %8s %8s %9s %8s %8s %14s %12s %14s %9s %9s %9s %9s %7s %8s\n", "variant", "c", "txn/s", "p50 ms", "p99 ms", "x dual/s", "x p50", "x floor", "coord ms/txn", "pg ms/txn", "kafka ms/txn", "shared %", "members", "sql sh %", "coord MB", "idle %", "steal %"
   for (j = 1; j <= nc; j++) for (k = 1; k <= nv; k++) {
     c = cs[j]; n = vs[k]
     if (!((n, c, "txn/s") in v)) continue
     ref = (n ~ /^pipeline/ ? "pipeline-by-hand" : (n ~ /-100x$/ ? "by-hand-100x" : "dual-write"))
-    d = v[ref, c, "txn/s"]; dp = v[ref, c, "p50-ms"]; fp = v["inline-2pc-logged", c, "p50-ms"]
-    printf "%-19s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %8s %14.3f %12.3f %14.3f %9s %9s %9s %9s %7s %8s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
+    d = v[ref, c, "txn/s"]; dp = v[ref, c, "p50-ms"]; fp = v[(n ~ /-100x$/ ? "inline-2pc-logged-100x" : "inline-2pc-logged"), c, "p50-ms"]
+    printf "%-22s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %8s %14.3f %12.3f %14.3f %9s %9s %9s %9s %7s %8s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
       (d > 0 ? v[n, c, "txn/s"] / d : 0), (dp > 0 ? v[n, c, "p50-ms"] / dp : 0),
-      (fp > 0 && n !~ /^pipeline|-100x$/ ? sprintf("%.2f", v[n, c, "p50-ms"] / fp) : "-"),
+      (fp > 0 && n !~ /^pipeline/ ? sprintf("%.2f", v[n, c, "p50-ms"] / fp) : "-"),
       v[n, c, "cpu-coord-ms/txn"], v[n, c, "cpu-pg-ms/txn"], v[n, c, "cpu-kafka-ms/txn"],
       ((n, c, "shared-%") in v ? sprintf("%.0f", v[n, c, "shared-%"]) : "-"),
       ((n, c, "members/shared-txn") in v ? sprintf("%.1f", v[n, c, "members/shared-txn"]) : "-"),

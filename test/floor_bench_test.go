@@ -17,24 +17,53 @@ import (
 // requires of every variant of the protocol: one autocommit insert (one WAL flush) after both
 // sides are prepared. No Begin row, no final write, no HTTP.
 func inline2PCLogged(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) error {
-	return inline2PCWith(db, cl, topic, id, value, func(ctx context.Context, gid, ids string) error {
-		_, err := db.Exec(ctx, "INSERT INTO bench_log (gid, kafka) VALUES ($1, $2)", gid, ids)
-		return err
-	})
+	return inline2PCWith(db, cl, topic, id, value, 1, logPrepared(db))
 }
 
-// inline2PCWith runs inline2PC's steps, with logPrepared (unless nil) between the prepares and
-// EndTxn.
-func inline2PCWith(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string, logPrepared func(ctx context.Context, gid, ids string) error) error {
+// inline2PCLoggedMany is inline2PCLogged with manyPerRequest inserts and as many records: the
+// floor of the "-100x" rows, what the promise alone costs a pipeline batch's work.
+func inline2PCLoggedMany(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) error {
+	return inline2PCWith(db, cl, topic, id, value, manyPerRequest, logPrepared(db))
+}
+
+// inline2PCBegun is inline2PCLogged with the two other log writes the coordinator makes: the
+// request's row durable before its work (docs/decisions.md, "The active row stays durable": a
+// 202 is settled from it, and its transactional id released), one autocommit insert (one WAL
+// flush) more on the request's path; and its final write behind the answer (I1: the id is not
+// reused before it is durable), which the next request's writes meet under way.
+func inline2PCBegun(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) error {
+	ctx := context.Background()
+	row := "begun_" + id
+	if _, err := db.Exec(ctx, "INSERT INTO bench_log (gid, kafka) VALUES ($1, '')", row); err != nil {
+		return err
+	}
+	if err := inline2PCLogged(db, cl, topic, id, value); err != nil {
+		return err
+	}
+	go func() { _, _ = db.Exec(ctx, "UPDATE bench_log SET kafka = 'committed' WHERE gid = $1", row) }()
+	return nil
+}
+
+// logPrepared is the floors' prepared write: the Kafka ids, one autocommit insert.
+func logPrepared(db *pgxpool.Pool) func(ctx context.Context, gid, ids string) error {
+	return func(ctx context.Context, gid, ids string) error {
+		_, err := db.Exec(ctx, "INSERT INTO bench_log (gid, kafka) VALUES ($1, $2)", gid, ids)
+		return err
+	}
+}
+
+// inline2PCWith runs inline2PC's steps for n inserts and n records, with logPrepared (unless
+// nil) between the prepares and EndTxn.
+func inline2PCWith(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string, n int, logPrepared func(ctx context.Context, gid, ids string) error) error {
 	ctx := context.Background()
 	gid := "bench_" + id
 	errc := make(chan error, 1)
 	go func() {
-		b := benchWork(id, gid)
+		b := benchWork(id, gid, n)
 		b.Queue("PREPARE TRANSACTION '" + gid + "'")
 		errc <- db.SendBatch(ctx, b).Close()
 	}()
-	ids, err := produceOne(ctx, cl, topic, id, value, logPrepared != nil)
+	ids, err := produce(ctx, cl, topic, id, value, n, logPrepared != nil)
 	if sqlErr := <-errc; sqlErr != nil || err != nil {
 		_ = cl.EndTransaction(ctx, kgo.TryAbort)
 		if sqlErr == nil {
@@ -70,8 +99,8 @@ func inline2PCGIDLog(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) 
 	}
 	defer conn.Release()
 	errc := make(chan error, 1)
-	go func() { errc <- conn.SendBatch(ctx, benchWork(id, "bench_"+id)).Close() }()
-	ids, err := produceOne(ctx, cl, topic, id, value, true)
+	go func() { errc <- conn.SendBatch(ctx, benchWork(id, "bench_"+id, 1)).Close() }()
+	ids, err := produce(ctx, cl, topic, id, value, 1, true)
 	if sqlErr := <-errc; sqlErr != nil || err != nil {
 		_ = cl.EndTransaction(ctx, kgo.TryAbort)
 		_, _ = conn.Exec(ctx, "ROLLBACK")
@@ -92,24 +121,38 @@ func inline2PCGIDLog(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) 
 	return err
 }
 
-// benchWork is the SQL side of a benchmark request, up to its PREPARE: BEGIN, the insert, the
-// marker row.
-func benchWork(id, gid string) *pgx.Batch {
+// benchWork is the SQL side of a benchmark request, up to its PREPARE: BEGIN, the n inserts
+// (keys as manyKey names them), the marker row.
+func benchWork(id, gid string, n int) *pgx.Batch {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue("INSERT INTO orders (id, total) VALUES ($1, $2)", id, 1)
+	for i := range n {
+		b.Queue("INSERT INTO orders (id, total) VALUES ($1, $2)", manyKey(id, i, n), 1)
+	}
 	b.Queue("INSERT INTO bench_markers (gid) VALUES ($1)", gid)
 	return b
 }
 
-// produceOne begins a Kafka transaction, produces one record and waits for its acknowledgement,
+// manyKey is the key of a request's i-th insert and record of n: the request id alone when
+// there is one.
+func manyKey(id string, i, n int) string {
+	if n == 1 {
+		return id
+	}
+	return fmt.Sprintf("%s-%03d", id, i)
+}
+
+// produce begins a Kafka transaction, produces n records and waits for their acknowledgement,
 // and with named names the transaction as the log would: "transactionalId/producerId:epoch".
-func produceOne(ctx context.Context, cl *kgo.Client, topic, id, value string, named bool) (string, error) {
+func produce(ctx context.Context, cl *kgo.Client, topic, id, value string, n int, named bool) (string, error) {
 	if err := cl.BeginTransaction(); err != nil {
 		return "", err
 	}
-	rec := &kgo.Record{Topic: topic, Key: []byte(id), Value: []byte(value)}
-	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte(manyKey(id, i, n)), Value: []byte(value)}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return "", err
 	}
 	if !named {

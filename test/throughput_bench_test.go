@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -35,6 +36,9 @@ import (
 //   - inline-2pc-logged: inline-2pc with the one log write no variant of this protocol can skip
 //     (I2: the Kafka ids durable before EndTxn(commit)), one autocommit insert between the
 //     prepares and EndTxn: the floor of the coordinator's latency at c=1;
+//   - inline-2pc-begun: inline-2pc-logged with the coordinator's row made durable before the
+//     work (one autocommit insert first): the floor with the write the coordinator keeps so
+//     that a 202 is settled (docs/decisions.md, "The active row stays durable");
 //   - inline-2pc-gidlog: the same, with the PREPARE itself as that write: the statements ∥ the
 //     records, then PREPARE TRANSACTION of a gid that names the transactional id, producer id
 //     and epoch, then EndTxn(commit) and COMMIT PREPARED. What a one-database request would
@@ -51,6 +55,8 @@ import (
 //     pipeline batch sends) through the coordinator, and the same by hand in one PostgreSQL
 //     transaction (one batch) ∥ one Kafka transaction: the per-statement and per-record costs
 //     apart from the per-request ones (scripts/bench.sh puts both against by-hand-100x);
+//   - inline-2pc-logged-100x: inline-2pc-logged with those 100 inserts and 100 records: the
+//     floor of the "-100x" rows (their "x floor");
 //   - baseline (only with BENCH_BASELINE_BINARY, which scripts/bench.sh sets from
 //     BENCH_BASELINE=<git revision>): another build of the coordinator, configured like the
 //     first, a third instance on the same log: a change measured against the code before it,
@@ -130,7 +136,7 @@ func BenchmarkThroughput(b *testing.B) {
 	viaMany := func(_ int, id string) error {
 		sqls, recs := make([]any, manyPerRequest), make([]any, manyPerRequest)
 		for i := range manyPerRequest {
-			key := fmt.Sprintf("%s-%03d", id, i)
+			key := manyKey(id, i, manyPerRequest)
 			sqls[i] = map[string]any{"statement": "INSERT INTO orders (id, total) VALUES ($1, $2)", "args": []any{key, 1}}
 			recs[i] = map[string]any{"topic": e.topic, "key": key, "value": value}
 		}
@@ -153,13 +159,15 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	inline := withProducer(func(cl *kgo.Client, id string) error { return inline2PC(e.db, cl, e.topic, id, value) })
 	logged := withProducer(func(cl *kgo.Client, id string) error { return inline2PCLogged(e.db, cl, e.topic, id, value) })
+	begun := withProducer(func(cl *kgo.Client, id string) error { return inline2PCBegun(e.db, cl, e.topic, id, value) })
+	loggedMany := withProducer(func(cl *kgo.Client, id string) error { return inline2PCLoggedMany(e.db, cl, e.topic, id, value) })
 	gidLog := withProducer(func(cl *kgo.Client, id string) error { return inline2PCGIDLog(e.db, cl, e.topic, id, value) })
 	dual := withProducer(func(cl *kgo.Client, id string) error { return dualWrite(e.db, cl, e.topic, id, value) })
 	dualMany := withProducer(func(cl *kgo.Client, id string) error { return dualWriteMany(e.db, cl, e.topic, id, value) })
 
 	// Warm up every path (JIT, pools, connections), untimed.
 	shared := newSharedInline(b, e.db, producers, e.topic, value, 1).do
-	ops := []func(int, string) error{viaCoordinator, viaDecided, viaPrepareCommit, viaUnshared, inline, logged, gidLog, dual, shared, viaMany, dualMany}
+	ops := []func(int, string) error{viaCoordinator, viaDecided, viaPrepareCommit, viaUnshared, inline, logged, begun, gidLog, dual, shared, viaMany, loggedMany, dualMany}
 	if baselineBinary != "" {
 		ops = append(ops, viaBaseline)
 	}
@@ -182,10 +190,12 @@ func BenchmarkThroughput(b *testing.B) {
 		{"unshared", unsharedPID, viaUnshared, unsharedBase},
 		{"inline-2pc", os.Getpid(), inline, ""},
 		{"inline-2pc-logged", os.Getpid(), logged, ""},
+		{"inline-2pc-begun", os.Getpid(), begun, ""},
 		{"inline-2pc-gidlog", os.Getpid(), gidLog, ""},
 		{"inline-shared", os.Getpid(), shared, ""},
 		{"dual-write", os.Getpid(), dual, ""},
 		{"coordinator-100x", coordPID, viaMany, base},
+		{"inline-2pc-logged-100x", os.Getpid(), loggedMany, ""},
 		{"by-hand-100x", os.Getpid(), dualMany, ""},
 	}
 	if baselineBinary != "" {
@@ -197,8 +207,20 @@ func BenchmarkThroughput(b *testing.B) {
 	if os.Getenv("BENCH_ORDER") == "reverse" {
 		slices.Reverse(variants)
 	}
-	// BENCH_PPROF_C chooses the concurrency whose run is profiled (64 unless set).
-	profiledC := 64
+	// BENCH_PPROF_C chooses the concurrency whose run is profiled (64 unless set), and
+	// BENCH_PPROF_VARIANT the coordinator's row (coordinator unless set). The profile starts once,
+	// with the row's first run of more than one iteration (-benchtime runs a row several times,
+	// growing b.N until a run lasts long enough), and goes on over the runs that follow, unwaited:
+	// a run that waited for it held the row idle for the rest of the profile, and another row of
+	// the same process profiled after it replaced its file.
+	profiledC, profiledVariant := 64, cmp.Or(os.Getenv("BENCH_PPROF_VARIANT"), "coordinator")
+	var profiled <-chan struct{}
+	parent := b // the profile outlives the run that starts it: its errors are the benchmark's
+	defer func() {
+		if profiled != nil {
+			<-profiled
+		}
+	}()
 	if s := os.Getenv("BENCH_PPROF_C"); s != "" && !strings.HasSuffix(s, "m") { // "1m": BenchmarkPipeline's
 		profiledC, err = strconv.Atoi(s)
 		require.NoError(b, err, "BENCH_PPROF_C")
@@ -209,9 +231,8 @@ func BenchmarkThroughput(b *testing.B) {
 				if v.name == "prepare-commit" && c > maxWaitingBench {
 					b.Skipf("at most COORDINATOR_MAX_WAITING=%d transactions wait for their caller", maxWaitingBench)
 				}
-				var profiled <-chan struct{}
-				if v.pid == coordPID && c == profiledC {
-					profiled = profileCoordinator(b, pprofAddr)
+				if v.name == profiledVariant && v.pid == coordPID && c == profiledC && b.N > 1 && profiled == nil {
+					profiled = profileCoordinator(parent, pprofAddr)
 				}
 				var shared0 series
 				if v.url != "" {
@@ -234,9 +255,6 @@ func BenchmarkThroughput(b *testing.B) {
 					if os.Getenv("BENCH_PHASES") != "" {
 						logPhases(b, shared0, shared1)
 					}
-				}
-				if profiled != nil {
-					<-profiled
 				}
 
 				n := float64(b.N)
@@ -307,7 +325,7 @@ func profileCoordinator(b *testing.B, addr string) <-chan struct{} {
 
 // inline2PC is the coordinator's protocol without the log and without HTTP.
 func inline2PC(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) error {
-	return inline2PCWith(db, cl, topic, id, value, nil)
+	return inline2PCWith(db, cl, topic, id, value, 1, nil)
 }
 
 // dualWrite is the by-hand baseline: the same insert and record, committed separately and
@@ -319,7 +337,7 @@ func dualWrite(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) error 
 		_, err := db.Exec(ctx, "INSERT INTO orders (id, total) VALUES ($1, $2)", id, 1)
 		errc <- err
 	}()
-	if _, err := produceOne(ctx, cl, topic, id, value, false); err != nil {
+	if _, err := produce(ctx, cl, topic, id, value, 1, false); err != nil {
 		return err
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
@@ -386,7 +404,7 @@ func dualWriteMany(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) er
 	go func() {
 		b := &pgx.Batch{}
 		for i := range manyPerRequest {
-			b.Queue("INSERT INTO orders (id, total) VALUES ($1, $2)", fmt.Sprintf("%s-%03d", id, i), 1)
+			b.Queue("INSERT INTO orders (id, total) VALUES ($1, $2)", manyKey(id, i, manyPerRequest), 1)
 		}
 		errc <- pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
 	}()
@@ -395,7 +413,7 @@ func dualWriteMany(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) er
 	}
 	recs := make([]*kgo.Record, manyPerRequest)
 	for i := range recs {
-		recs[i] = &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("%s-%03d", id, i)), Value: []byte(value)}
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte(manyKey(id, i, manyPerRequest)), Value: []byte(value)}
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return err
