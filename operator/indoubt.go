@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -68,6 +69,16 @@ type LogInfo struct {
 	Attempts      int        `json:"attempts"`
 	LastError     string     `json:"last_error,omitempty"`
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+}
+
+// MarshalJSON shows the row as the transaction API shows it (txntype.Transaction.Public): a
+// row its caller decides says so, and while it waits it is prepared with waiting true. The
+// entry's own state keeps the log's word, waiting, which the view's logic reads.
+func (l LogInfo) MarshalJSON() ([]byte, error) {
+	type plain LogInfo // without this method
+	p := plain(l)
+	p.Transaction = l.Transaction.Public()
+	return json.Marshal(p)
 }
 
 // PostgresInfo is a prepared transaction found in pg_prepared_xacts.

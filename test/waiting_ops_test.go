@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kpgtx/coordinator/internal/openapishape"
 	"github.com/kpgtx/coordinator/service"
 )
 
@@ -24,6 +25,10 @@ func TestWaitingOperator(t *testing.T) {
 
 	v := e.do(http.MethodGet, "/v1/transactions?state=in-doubt", nil)
 	require.Equal(t, http.StatusOK, v.Status, "%s", v.Raw)
+	// The view as the API documents it: the entry's state is the log's (waiting), its row is
+	// the transaction as GET shows it (prepared, waiting true).
+	openapishape.Validate(t, openapishape.Load(t, "../api/openapi.yaml"),
+		"/paths/~1v1~1transactions/get/responses/200/content/application~1json/schema", v.Raw)
 	items, _ := v.get("transactions").([]any)
 	byID := map[string]map[string]any{}
 	for _, it := range items {
@@ -35,6 +40,10 @@ func TestWaitingOperator(t *testing.T) {
 		require.NotNil(t, w, "%s listed: %s", id, v.Raw)
 		assert.Equal(t, "waiting", w["issue"], "%s: not in doubt", id)
 		assert.Equal(t, "waiting", w["state"])
+		if row, ok := w["log"].(map[string]any); assert.True(t, ok, "%s: its log row", id) {
+			assert.Equal(t, "prepared", row["state"], "%s: the row as GET shows it", id)
+			assert.Equal(t, true, row["waiting"], "%s", id)
+		}
 		assert.Equal(t, []any{"abort"}, w["actions"])
 		assert.Contains(t, w["hint"], "waiting for its caller's commit or rollback until ")
 	}

@@ -3,6 +3,7 @@
 package openapishape
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 )
@@ -193,4 +195,25 @@ func SortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Validate checks a JSON document against the schema at pointer (a JSON pointer into the spec,
+// "/paths/~1v1~1transactions/get/responses/200/content/application~1json/schema") by JSON
+// Schema 2020-12, the dialect of OpenAPI 3.1: for one answer, what schemathesis checks of
+// every answer it provokes. Formats are annotations, as the dialect has them.
+func Validate(t testing.TB, spec Node, pointer string, body []byte) {
+	t.Helper()
+	raw, err := json.Marshal(spec)
+	require.NoError(t, err)
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	require.NoError(t, err)
+	const url = "https://spec.invalid/openapi.json"
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	require.NoError(t, c.AddResource(url, doc))
+	sch, err := c.Compile(url + "#" + pointer)
+	require.NoError(t, err, "schema %s", pointer)
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	require.NoError(t, err, "%s", body)
+	require.NoError(t, sch.Validate(v), "%s\nagainst %s", body, pointer)
 }
