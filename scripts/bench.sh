@@ -25,7 +25,7 @@
 #                        (inline-2pc-logged-100x, the "-100x" rows' x floor): the
 #                        per-statement and per-record costs apart from the per-request ones;
 #                        inline-2pc-begun is inline-2pc-logged with the coordinator's durable
-#                        row before the work
+#                        row before the work and its final write behind the answer
 #   BenchmarkPipeline    a consume-transform-write pipeline end to end, by 1 and 3 members of
 #                        one consumer group (rows "1m", "3m"): each input record one insert and
 #                        one output record, batches as polled; through the coordinator with the

@@ -36,9 +36,10 @@ import (
 //   - inline-2pc-logged: inline-2pc with the one log write no variant of this protocol can skip
 //     (I2: the Kafka ids durable before EndTxn(commit)), one autocommit insert between the
 //     prepares and EndTxn: the floor of the coordinator's latency at c=1;
-//   - inline-2pc-begun: inline-2pc-logged with the coordinator's row made durable before the
-//     work (one autocommit insert first): the floor with the write the coordinator keeps so
-//     that a 202 is settled (docs/decisions.md, "The active row stays durable");
+//   - inline-2pc-begun: inline-2pc-logged with the coordinator's two other log writes: its row
+//     made durable before the work (one autocommit insert first), which the coordinator keeps so
+//     that a 202 is settled (docs/decisions.md, "The active row stays durable"), and its final
+//     write behind the answer (I1);
 //   - inline-2pc-gidlog: the same, with the PREPARE itself as that write: the statements ∥ the
 //     records, then PREPARE TRANSACTION of a gid that names the transactional id, producer id
 //     and epoch, then EndTxn(commit) and COMMIT PREPARED. What a one-database request would
@@ -408,14 +409,7 @@ func dualWriteMany(db *pgxpool.Pool, cl *kgo.Client, topic, id, value string) er
 		}
 		errc <- pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
 	}()
-	if err := cl.BeginTransaction(); err != nil {
-		return err
-	}
-	recs := make([]*kgo.Record, manyPerRequest)
-	for i := range recs {
-		recs[i] = &kgo.Record{Topic: topic, Key: []byte(manyKey(id, i, manyPerRequest)), Value: []byte(value)}
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	if _, err := produce(ctx, cl, topic, id, value, manyPerRequest, false); err != nil {
 		return err
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
