@@ -7,7 +7,11 @@
 #                        the one log write I2 needs (inline-2pc-logged) or with the PREPARE
 #                        as that write (inline-2pc-gidlog), that inline 2PC with the requests
 #                        in flight sharing one PostgreSQL and one Kafka transaction
-#                        (inline-shared: the bound of sharing the SQL side too), the
+#                        (inline-shared: the bound of sharing the SQL side too; with the
+#                        log writes the coordinator's rules need, one statement per group:
+#                        inline-shared-logged, its rows before the work, and
+#                        inline-shared-overlap, its rows beside the work, as the retired I14),
+#                        the
 #                        coordinator answering at the decision ("answer": "decided", D1:
 #                        coordinator-decided), the same request prepared for its caller's
 #                        decision and committed by a second call (prepare-commit: X1, X2; at

@@ -59,18 +59,9 @@ func (s *sharedInline) lead() {
 		var group []*sharedReq
 		select {
 		case r := <-s.reqs:
-			group = append(group, r)
+			group = gather(r, s.reqs)
 		case <-s.stop:
 			return
-		}
-	fill:
-		for len(group) < sharedInlineMax {
-			select {
-			case r := <-s.reqs:
-				group = append(group, r)
-			default:
-				break fill
-			}
 		}
 		err := s.run(group)
 		for _, r := range group {
@@ -88,14 +79,7 @@ func (s *sharedInline) run(group []*sharedReq) error {
 	gid := "bench_g_" + group[0].id
 	errc := make(chan error, 1)
 	go func() {
-		b := &pgx.Batch{}
-		b.Queue("BEGIN")
-		for _, r := range group {
-			b.Queue("SAVEPOINT member")
-			b.Queue("INSERT INTO orders (id, total) VALUES ($1, $2)", r.id, 1)
-			b.Queue("RELEASE SAVEPOINT member")
-		}
-		b.Queue("INSERT INTO bench_markers (gid) VALUES ($1)", gid)
+		b := sharedWork(group, gid)
 		b.Queue("PREPARE TRANSACTION '" + gid + "'")
 		errc <- s.db.SendBatch(ctx, b).Close()
 	}()
@@ -120,4 +104,32 @@ func (s *sharedInline) run(group []*sharedReq) error {
 	}
 	_, err := s.db.Exec(ctx, "COMMIT PREPARED '"+gid+"'")
 	return err
+}
+
+// sharedWork is a group's SQL transaction up to its PREPARE: each request's insert under a
+// savepoint of its own, then the group's marker row.
+func sharedWork(group []*sharedReq, gid string) *pgx.Batch {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	for _, r := range group {
+		b.Queue("SAVEPOINT member")
+		b.Queue("INSERT INTO orders (id, total) VALUES ($1, $2)", r.id, 1)
+		b.Queue("RELEASE SAVEPOINT member")
+	}
+	b.Queue("INSERT INTO bench_markers (gid) VALUES ($1)", gid)
+	return b
+}
+
+// gather takes first and every request waiting behind it in ch, up to sharedInlineMax.
+func gather[T any](first T, ch <-chan T) []T {
+	group := []T{first}
+	for len(group) < sharedInlineMax {
+		select {
+		case r := <-ch:
+			group = append(group, r)
+		default:
+			return group
+		}
+	}
+	return group
 }

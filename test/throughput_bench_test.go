@@ -48,6 +48,12 @@ import (
 //   - inline-shared: inline-2pc with every request in flight gathered into one PostgreSQL
 //     transaction (a savepoint each, one PREPARE) and one Kafka transaction: what sharing the SQL
 //     side too would cost at best (sharedinline_bench_test.go);
+//   - inline-shared-logged: inline-shared with the log writes the coordinator's guarantees need,
+//     each one statement for a whole group: the requests' rows before their work, the prepared
+//     write (I2) and the final write behind the answer; the floor of the coordinator's shared
+//     path (sharedlogged_bench_test.go);
+//   - inline-shared-overlap: the same with the rows logged beside the work and each PREPARE
+//     waiting for them, the shape of the retired I14;
 //   - dual-write: by hand, not atomic: a plain SQL commit ∥ one Kafka transaction;
 //   - prepare-commit: the coordinator's request prepared for its caller's decision, then
 //     committed by a second call (X1, X2): what deciding later costs against one request (at
@@ -168,7 +174,9 @@ func BenchmarkThroughput(b *testing.B) {
 
 	// Warm up every path (JIT, pools, connections), untimed.
 	shared := newSharedInline(b, e.db, producers, e.topic, value, 1).do
-	ops := []func(int, string) error{viaCoordinator, viaDecided, viaPrepareCommit, viaUnshared, inline, logged, begun, gidLog, dual, shared, viaMany, loggedMany, dualMany}
+	sharedLogged := newSharedLogged(b, e.db, producers, e.topic, value, false).do
+	sharedOverlap := newSharedLogged(b, e.db, producers, e.topic, value, true).do
+	ops := []func(int, string) error{viaCoordinator, viaDecided, viaPrepareCommit, viaUnshared, inline, logged, begun, gidLog, dual, shared, sharedLogged, sharedOverlap, viaMany, loggedMany, dualMany}
 	if baselineBinary != "" {
 		ops = append(ops, viaBaseline)
 	}
@@ -194,6 +202,8 @@ func BenchmarkThroughput(b *testing.B) {
 		{"inline-2pc-begun", os.Getpid(), begun, ""},
 		{"inline-2pc-gidlog", os.Getpid(), gidLog, ""},
 		{"inline-shared", os.Getpid(), shared, ""},
+		{"inline-shared-logged", os.Getpid(), sharedLogged, ""},
+		{"inline-shared-overlap", os.Getpid(), sharedOverlap, ""},
 		{"dual-write", os.Getpid(), dual, ""},
 		{"coordinator-100x", coordPID, viaMany, base},
 		{"inline-2pc-logged-100x", os.Getpid(), loggedMany, ""},
