@@ -1,13 +1,13 @@
 package api
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/kpgtx/coordinator/txntype"
 )
 
@@ -52,9 +52,7 @@ func BenchmarkDecodeRecord(b *testing.B) {
 					b.Fatal(err)
 				}
 				var in txntype.RequestBody
-				dec := json.NewDecoder(bytes.NewReader(body))
-				dec.UseNumber()
-				if err := dec.Decode(&in); err != nil {
+				if err := jsonv2.Unmarshal(body, &in, decodeOptions); err != nil {
 					b.Fatal(err)
 				}
 				req := txntype.Request{ID: in.ID, SQL: in.SQL, Kafka: in.Kafka}
@@ -62,6 +60,39 @@ func BenchmarkDecodeRecord(b *testing.B) {
 					b.Fatal(err)
 				}
 				_ = req.Digest()
+			}
+		})
+	}
+}
+
+// BenchmarkDecodeMany is the decode of a pipeline batch's body, 100 inserts and 100 records,
+// after the walk: as encoding/json decoded it (the baseline) and with decodeOptions.
+func BenchmarkDecodeMany(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"id":"bench-1","sql":[`)
+	for i := range 100 {
+		fmt.Fprintf(&sb, `{"statement":"INSERT INTO orders (id, total) VALUES ($1, $2)","args":["bench-1-%d",%d]},`, i, i)
+	}
+	sb.WriteString(`{"statement":"SELECT 1"}],"kafka":[`)
+	for i := range 100 {
+		fmt.Fprintf(&sb, `{"topic":"orders","key":"bench-1-%d","value":"%s"},`, i, strings.Repeat("v", 100))
+	}
+	sb.WriteString(`{"topic":"orders","value":null}]}`)
+	body := []byte(sb.String())
+	for _, v := range []struct {
+		name   string
+		decode func([]byte, any) error
+	}{
+		{"encoding-json", decodeV1},
+		{"decodeOptions", func(body []byte, v any) error { return jsonv2.Unmarshal(body, v, decodeOptions) }},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var in txntype.RequestBody
+				if err := v.decode(body, &in); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
