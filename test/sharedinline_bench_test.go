@@ -48,9 +48,12 @@ func newSharedInline(b *testing.B, db *pgxpool.Pool, producers chan *kgo.Client,
 }
 
 // do runs one request through a group and waits for the group's outcome.
-func (s *sharedInline) do(_ int, id string) error {
+func (s *sharedInline) do(_ int, id string) error { return submit(s.reqs, id) }
+
+// submit hands request id to a shared floor's queue and waits for its group's outcome.
+func submit(queue chan<- *sharedReq, id string) error {
 	r := &sharedReq{id: id, done: make(chan error, 1)}
-	s.reqs <- r
+	queue <- r
 	return <-r.done
 }
 

@@ -59,11 +59,7 @@ func newSharedLogged(b *testing.B, db *pgxpool.Pool, producers chan *kgo.Client,
 }
 
 // do runs one request through a group and waits for its outcome.
-func (s *sharedLogged) do(_ int, id string) error {
-	r := &sharedReq{id: id, done: make(chan error, 1)}
-	s.arrive <- r
-	return <-r.done
-}
+func (s *sharedLogged) do(_ int, id string) error { return submit(s.arrive, id) }
 
 // logBegins logs the rows of the requests that arrived, one insert for all of them, and hands
 // them to the leader.
