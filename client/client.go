@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // Client talks to one coordinator. It is safe for concurrent use.
@@ -201,7 +203,7 @@ func NewID() string {
 type call struct {
 	method string
 	path   string // with the query
-	body   any    // nil: no body
+	body   any    // nil: no body; encodedBody: sent as it is; anything else: encoded as JSON
 	// retry503: also send again after 503 and failed connections (Submit: the id makes that
 	// safe). 429 is always retried: nothing was run.
 	retry503 bool
@@ -223,7 +225,11 @@ type answer struct {
 // do sends the call, with retries, and returns a 2xx answer, or an *Error, or a transport error.
 func (c *Client) do(ctx context.Context, k call) (answer, error) {
 	var payload []byte
-	if k.body != nil {
+	switch b := k.body.(type) {
+	case nil:
+	case encodedBody:
+		payload = b
+	default:
 		var err error
 		if payload, err = json.Marshal(k.body); err != nil {
 			return answer{}, fmt.Errorf("client: encode the request: %w", err)
@@ -301,14 +307,14 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte) 
 func (c *Client) errorOf(a answer, outcomes bool) *Error {
 	if outcomes && (a.status == http.StatusConflict || a.status == http.StatusAccepted || a.status == http.StatusServiceUnavailable) {
 		var t Transaction
-		if err := json.Unmarshal(a.body, &t); err == nil && t.ID != "" && t.State != "" {
+		if err := unmarshalAnswer(a.body, &t); err == nil && t.ID != "" && t.State != "" {
 			t.Raw = a.body
 			return outcomeError(a.status, &t, a.retryAfter)
 		}
 	}
 	e := &Error{Status: a.status, RetryAfter: a.retryAfter}
 	var b errorBody
-	if err := json.Unmarshal(a.body, &b); err == nil && b.Error.Message != "" {
+	if err := unmarshalAnswer(a.body, &b); err == nil && b.Error.Message != "" {
 		e.Class, e.Field, e.Message = b.Error.Class, b.Error.Field, b.Error.Message
 		return e
 	}
@@ -357,11 +363,22 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // decode reads a 2xx answer's JSON into v.
 func decode(a answer, v any) error {
-	if err := json.Unmarshal(a.body, v); err != nil {
+	if err := unmarshalAnswer(a.body, v); err != nil {
 		return fmt.Errorf("client: unexpected answer (status %d): %w", a.status, err)
 	}
 	return nil
 }
+
+// unmarshalAnswer reads an answer's JSON into v exactly as encoding/json's Unmarshal does, with
+// go-json-experiment's implementation of it (v1 semantics on the v2 engine): a pipeline batch's
+// answer carries a result and an offset for each of its hundreds of statements and records,
+// and encoding/json took twice as long and 25 times the allocations to read it
+// (BenchmarkDecodeAnswer). TestDecodeAnswerAsEncodingJSON holds the two to the same values.
+func unmarshalAnswer(body []byte, v any) error { return jsonv1.Unmarshal(body, v) }
+
+// encodedBody is a request body encoded beforehand (a pipeline batch's, as its polls were
+// transformed: pipeline_merge.go), sent as it is.
+type encodedBody []byte
 
 // windowError stops the resends of an id first sent at since: the retry window passed (or
 // would, before the next send). last is the last answer.

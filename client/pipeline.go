@@ -265,7 +265,9 @@ func (r *pipelineRun) dropPending() []*kgo.Record {
 
 // flyingBatch is a batch sent and not settled yet.
 type flyingBatch struct {
-	batch  []*kgo.Record
+	batch []*kgo.Record
+	// req is the request's id, offsets and budget; its statements and records went out in the
+	// body encoded as the polls were (pendingBatch.body).
 	req    TransactionRequest
 	member string
 	gen    int32
@@ -313,10 +315,15 @@ func (r *pipelineRun) send(ctx context.Context, p *pendingBatch, member string, 
 		oc.After = r.window[n-1].req.ID
 	}
 	b := &flyingBatch{batch: p.batch, member: member, gen: gen, done: make(chan struct{}),
-		req: TransactionRequest{ID: BatchID(oc) + "-" + strconv.Itoa(r.attempt), SQL: p.sql, Kafka: p.kafka, KafkaOffsets: oc, TimeoutMS: r.p.TimeoutMS}}
+		req: TransactionRequest{ID: BatchID(oc) + "-" + strconv.Itoa(r.attempt), KafkaOffsets: oc, TimeoutMS: r.p.TimeoutMS}}
+	body, err := p.body(b.req.ID, b.req.TimeoutMS, oc)
 	go func() {
 		defer close(b.done)
-		b.t, b.err = r.c.submitBatch(ctx, b.req)
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.t, b.err = r.c.submitBatch(ctx, b.req.ID, body)
 	}()
 	return b
 }
@@ -374,11 +381,12 @@ func pauseFor(ctx context.Context, d time.Duration) {
 	}
 }
 
-// submitBatch sends one batch's request, again and again while the answer is no outcome.
-func (c *Client) submitBatch(ctx context.Context, req TransactionRequest) (*Transaction, error) {
+// submitBatch sends one batch's request (body, with the id id), again and again while the
+// answer is no outcome.
+func (c *Client) submitBatch(ctx context.Context, id string, body encodedBody) (*Transaction, error) {
 	since := c.now()
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-		t, err := c.submit(ctx, req, since)
+		t, err := c.sendUntil(ctx, id, body, since, committed)
 		switch {
 		case err == nil:
 			return t, nil

@@ -1,10 +1,12 @@
 package client
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -55,7 +57,9 @@ func TestPendingJoin(t *testing.T) {
 				assert.Len(t, c.a.batch, na+nb)
 				assert.Len(t, c.a.sql, na+nb)
 				assert.Len(t, c.a.kafka, na+nb)
-				assert.GreaterOrEqual(t, c.a.bytes, jsonSize(c.a.sql, c.a.kafka), "the size counted is never below the size sent")
+				body, err := c.a.body("id", nil, nil)
+				require.NoError(t, err)
+				assert.LessOrEqual(t, len(body)-len(`{"id":"id"}`), c.a.size(), "the size counted is never below the size sent")
 			} else {
 				assert.Len(t, c.a.batch, na, "a refused join leaves the batch as it was")
 			}
@@ -79,4 +83,56 @@ func TestPendingQueue(t *testing.T) {
 	assert.False(t, r.gathering(), "two batches wait: poll no more")
 	assert.Len(t, r.dropPending(), 30)
 	assert.Empty(t, r.pending)
+}
+
+// TestPendingBody: a batch's body, built from the parts encoded as its polls joined, is byte for
+// byte what encoding/json writes for the same TransactionRequest; a part that cannot be encoded
+// joins nothing and fails its own request as Submit would.
+func TestPendingBody(t *testing.T) {
+	t.Parallel()
+	gen := int32(3)
+	oc := &OffsetCommit{GroupID: "g", MemberID: "m", GenerationID: &gen, After: "prev",
+		Offsets: []PartitionOffset{{Topic: "in", Partition: 1, Offset: 42}}}
+	sqlOnly := newPending([]*kgo.Record{{Topic: "in"}}, []Statement{{Statement: "SELECT $1", Args: []any{"a\u2028\"<>&", 1.5, nil, true}}}, nil)
+	kafkaOnly := newPending([]*kgo.Record{{Topic: "in"}}, nil, []Record{{Topic: "out", Key: Binary([]byte{0, 255}), Value: JSON(map[string]any{"n": nil}),
+		Headers: []Header{TextHeader("h", "v"), BinaryHeader("b", nil)}}})
+	joined := func() *pendingBatch {
+		b := part(3, "x", "")
+		require.True(t, b.join(part(2, "y", ""), 100, DefaultRequestLimits))
+		require.True(t, b.join(kafkaOnly, 100, DefaultRequestLimits))
+		require.True(t, b.join(sqlOnly, 100, DefaultRequestLimits))
+		return b
+	}()
+	cases := []struct {
+		name    string
+		b       *pendingBatch
+		timeout *int64
+		oc      *OffsetCommit
+	}{
+		{"statements only", sqlOnly, nil, nil},
+		{"records only", kafkaOnly, nil, oc},
+		{"both, with a budget", part(2, "v", ""), Ptr[int64](500), oc},
+		{"joined polls", joined, Ptr[int64](100), oc},
+		{"nothing", newPending(nil, nil, nil), nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := c.b.body("pl-1", c.timeout, c.oc)
+			require.NoError(t, err)
+			want, err := json.Marshal(TransactionRequest{ID: "pl-1", SQL: c.b.sql, Kafka: c.b.kafka, TimeoutMS: c.timeout, KafkaOffsets: c.oc})
+			require.NoError(t, err)
+			assert.Equal(t, string(want), string(got))
+		})
+	}
+	t.Run("a part that cannot be encoded", func(t *testing.T) {
+		t.Parallel()
+		bad := newPending([]*kgo.Record{{Topic: "in"}}, nil, []Record{{Topic: "out", Value: JSON(func() {})}})
+		require.Error(t, bad.err)
+		b := part(1, "v", "")
+		assert.False(t, b.join(bad, 100, DefaultRequestLimits), "it joins nothing")
+		assert.False(t, bad.join(part(1, "v", ""), 100, DefaultRequestLimits), "nothing joins it")
+		_, err := bad.body("pl-1", nil, nil)
+		assert.ErrorContains(t, err, "client: encode the request")
+	})
 }

@@ -65,7 +65,7 @@ func (c *Client) Prepare(ctx context.Context, req TransactionRequest, within tim
 	// Decided means waiting, or already final (a resend of an id decided since): what a
 	// resent Prepare answers.
 	decided := func(t *Transaction) bool { return t.Waiting || t.State == StateCommitted }
-	t, err := c.sendUntil(ctx, req, since, decided)
+	t, err := c.sendUntil(ctx, req.ID, req, since, decided)
 	if err != nil {
 		return nil, err
 	}

@@ -39,23 +39,24 @@ func (c *Client) Submit(ctx context.Context, req TransactionRequest) (*Transacti
 
 // submit is Submit of an id first sent at since.
 func (c *Client) submit(ctx context.Context, req TransactionRequest, since time.Time) (*Transaction, error) {
-	return c.sendUntil(ctx, req, since, committed)
+	return c.sendUntil(ctx, req.ID, req, since, committed)
 }
 
 // committed is Submit's end of polling: the transaction committed.
 func committed(t *Transaction) bool { return t.State == StateCommitted }
 
-// sendUntil sends req, first sent at since, as Submit does, polling an answer 202 until done.
-func (c *Client) sendUntil(ctx context.Context, req TransactionRequest, since time.Time, done func(*Transaction) bool) (*Transaction, error) {
+// sendUntil sends body, the request with the id id, first sent at since, as Submit does,
+// polling an answer 202 until done.
+func (c *Client) sendUntil(ctx context.Context, id string, body any, since time.Time, done func(*Transaction) bool) (*Transaction, error) {
 	for sent := 1; ; sent++ {
-		a, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/transactions", body: req, retry503: true, outcomes: true, since: since})
+		a, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/transactions", body: body, retry503: true, outcomes: true, since: since})
 		if err == nil {
 			return transactionOf(a)
 		}
 		var e *Error
 		if errors.As(err, &e) && e.Status == http.StatusAccepted && e.Err == nil &&
 			(e.Transaction == nil || !e.Transaction.State.Heuristic()) {
-			t, werr := c.waitFor(ctx, req.ID, done)
+			t, werr := c.waitFor(ctx, id, done)
 			if !errors.Is(werr, ErrNotFound) || sent >= c.maxAttempts {
 				return t, werr
 			}
@@ -69,7 +70,7 @@ func (c *Client) sendUntil(ctx context.Context, req TransactionRequest, since ti
 		if e != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("transaction %s: %w", req.ID, err)
+		return nil, fmt.Errorf("transaction %s: %w", id, err)
 	}
 }
 
