@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -148,62 +149,140 @@ func truncate(s string, n int) string {
 }
 
 // checkJSON walks one JSON value along t (see the top of this file) and refuses trailing data.
-// It reads tokens with jsontext (the JSON v2 tokenizer, go-json-experiment/json), which reads a
-// token without allocating: encoding/json's Decoder.Token boxed every token, and the walk was
-// the largest part of the coordinator's CPU spent on a request's body. Duplicate names and
-// invalid UTF-8 are left to the walk and to the decode, as before: the walk names the field
-// of a duplicate key, and the decode replaces invalid UTF-8.
+// It reads with jsontext (the JSON v2 tokenizer, go-json-experiment/json), and a body it
+// accepts costs it no allocation per value: strings and numbers are read as raw values into
+// one buffer (walker.next), and the path of a value (sql[0].args[1]) is rendered only for an
+// error (walker.path). Building every value's path and copying every string had been half the
+// walk's time on a pipeline batch of hundreds of statements and records, and the walk a sixth
+// of the coordinator's CPU. Duplicate names and invalid UTF-8 are left to the walk and to the
+// decode: the walk names the field of a duplicate key, and the decode replaces invalid UTF-8.
 func checkJSON(body []byte, t reflect.Type) error {
-	dec := jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	w := walker{dec: dec}
-	if err := w.value(t, "", 0); err != nil {
+	w := &walker{dec: jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))}
+	if err := w.value(t, 0); err != nil {
 		return err
 	}
-	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
+	if _, err := w.dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return &txntype.InvalidError{Field: "body", Reason: "unexpected data after the JSON object"}
 	}
 	return nil
 }
 
-type walker struct{ dec *jsontext.Decoder }
+// walker is one walk: the tokenizer, the path of the value being read as a stack of segments
+// (keys copied into one buffer), and the buffer the last string read was unquoted into.
+type walker struct {
+	dec  *jsontext.Decoder
+	segs []segment
+	keys []byte
+	str  []byte
+}
 
-func invalidAt(path, reason string) error {
+// segment is one step of a path: an array's element, or an object's member, whose key is
+// keys[from:to] and is written in the path as style says.
+type segment struct {
+	style    byte // '.': a struct's field (join); '[': an element (index); 'q': a map's key, Go-quoted; 'j': a key, JSON-quoted
+	i        int
+	from, to int
+}
+
+// item is what walker.next read: its kind and, for a string, its unquoted text, for a number
+// its text as written; text is valid until the next read.
+type item struct {
+	kind jsontext.Kind
+	text []byte
+}
+
+// next reads the next token. A string is read as its raw value: one without escapes and of
+// valid UTF-8 is its own text, any other is unquoted into w.str, as jsontext.Token.String would
+// unquote it but without allocating a string. A number is read as written.
+func (w *walker) next() (item, error) {
+	switch k := w.dec.PeekKind(); k {
+	case '"', '0':
+		raw, err := w.dec.ReadValue()
+		if err != nil {
+			return item{}, decodeError(err, 0)
+		}
+		if k == '0' {
+			return item{kind: k, text: raw}, nil
+		}
+		if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+			return item{kind: k, text: raw[1 : len(raw)-1]}, nil // what unquoting would give
+		}
+		w.str, _ = jsontext.AppendUnquote(w.str[:0], raw) // as Token.String: invalid UTF-8 as U+FFFD
+		return item{kind: k, text: w.str}, nil
+	}
+	tok, err := w.dec.ReadToken()
+	if err != nil {
+		return item{}, decodeError(err, 0)
+	}
+	return item{kind: tok.Kind()}, nil
+}
+
+// more reports whether the array or object being read has another element; on a syntax error
+// it reports true, and the next read returns the error.
+func (w *walker) more() bool {
+	k := w.dec.PeekKind()
+	return k != ']' && k != '}'
+}
+
+// push enters a member (style and its key) or an element (style '[', i); pop(mark) leaves it.
+func (w *walker) push(style byte, key []byte, i int) (mark int) {
+	mark, from := len(w.segs), len(w.keys)
+	w.keys = append(w.keys, key...)
+	w.segs = append(w.segs, segment{style: style, i: i, from: from, to: len(w.keys)})
+	return mark
+}
+
+func (w *walker) pop(mark int) {
+	w.keys = w.keys[:w.segs[mark].from]
+	w.segs = w.segs[:mark]
+}
+
+// path renders the path of the value being read: sql[0].args[1], kafka[0].headers["a"].
+func (w *walker) path() string {
+	var b []byte
+	for _, s := range w.segs {
+		key := string(w.keys[s.from:s.to])
+		switch s.style {
+		case '.':
+			if len(b) > 0 {
+				b = append(b, '.')
+			}
+			b = append(b, key...)
+		case '[':
+			b = append(strconv.AppendInt(append(b, '['), int64(s.i), 10), ']')
+		case 'q':
+			b = append(strconv.AppendQuote(append(b, '['), key), ']')
+		case 'j':
+			b = append(append(append(b, '['), quote(key)...), ']')
+		}
+	}
+	return string(b)
+}
+
+// invalid refuses the value being read (its path; "body" for the top).
+func (w *walker) invalid(reason string) error {
+	path := w.path()
 	if path == "" {
 		path = "body"
 	}
 	return &txntype.InvalidError{Field: path, Reason: reason}
 }
 
-func (w walker) token() (jsontext.Token, error) {
-	tok, err := w.dec.ReadToken()
-	if err != nil {
-		return jsontext.Token{}, decodeError(err, 0)
-	}
-	return tok, nil
-}
-
-// more reports whether the array or object being read has another element; on a syntax error
-// it reports true, and the next read returns the error.
-func (w walker) more() bool {
-	k := w.dec.PeekKind()
-	return k != ']' && k != '}'
-}
-
-// value reads the next value, which is decoded into a t, at path.
-func (w walker) value(t reflect.Type, path string, depth int) error {
+// value reads the next value, which is decoded into a t.
+func (w *walker) value(t reflect.Type, depth int) error {
 	if depth > maxDepth {
-		return invalidAt(path, fmt.Sprintf("nested deeper than %d levels", maxDepth))
+		return w.invalid(fmt.Sprintf("nested deeper than %d levels", maxDepth))
 	}
-	tok, err := w.token()
+	tok, err := w.next()
 	if err != nil {
 		return err
 	}
 	if t == rawMessageType {
 		// An opaque JSON value (a typed payload's data): any JSON, null included, taken as
 		// written; what it may be is the payload type's to say (strict_records.go).
-		return w.data(tok, path, 0)
+		return w.data(tok, 0)
 	}
-	kind := tok.Kind()
+	kind := tok.kind
 	nullable := false
 	for t.Kind() == reflect.Pointer {
 		t, nullable = t.Elem(), true
@@ -212,101 +291,112 @@ func (w walker) value(t reflect.Type, path string, depth int) error {
 		if nullable || t.Kind() == reflect.Interface {
 			return nil
 		}
-		return invalidAt(path, "must be "+kindName(t)+", not null")
+		return w.invalid("must be " + kindName(t) + ", not null")
 	}
-	if done, err := w.recordPart(t, tok, path, depth); done {
+	if done, err := w.recordPart(t, tok, depth); done {
 		return err
 	}
 	switch t.Kind() {
 	case reflect.Interface:
-		return w.anyValue(tok, path, depth)
+		return w.anyValue(tok, depth)
 	case reflect.Struct:
 		if kind != '{' {
-			return invalidAt(path, "must be an object, not "+jsonKind(kind))
+			return w.invalid("must be an object, not " + jsonKind(kind))
 		}
-		return w.object(path, depth, func(key string) (reflect.Type, string, error) {
-			ft, ok := fieldByName(t, key)
+		fields := fieldsOf(t)
+		return w.object(depth, '.', func(key []byte) (reflect.Type, string, error) {
+			f, ok := fields[string(key)]
 			if !ok {
-				if exact, ok := fieldByFold(t, key); ok {
-					return nil, "", invalidAt(join(path, key), fmt.Sprintf("unknown field; field names are case-sensitive: did you mean %q?", exact))
+				if exact, ok := fieldByFold(t, string(key)); ok {
+					return nil, "", w.invalid(fmt.Sprintf("unknown field; field names are case-sensitive: did you mean %q?", exact))
 				}
-				return nil, "", invalidAt(join(path, key), "unknown field")
+				return nil, "", w.invalid("unknown field")
 			}
-			return ft, join(path, key), nil
-		})
+			return f.typ, f.name, nil
+		}, nil)
 	case reflect.Map:
 		if kind != '{' {
-			return invalidAt(path, "must be an object, not "+jsonKind(kind))
+			return w.invalid("must be an object, not " + jsonKind(kind))
 		}
-		return w.object(path, depth, func(key string) (reflect.Type, string, error) {
-			return t.Elem(), fmt.Sprintf("%s[%q]", path, key), nil
-		})
+		return w.object(depth, 'q', func(key []byte) (reflect.Type, string, error) {
+			return t.Elem(), string(key), nil
+		}, nil)
 	case reflect.Slice:
 		if kind != '[' {
-			return invalidAt(path, "must be an array, not "+jsonKind(kind))
+			return w.invalid("must be an array, not " + jsonKind(kind))
 		}
-		for i := 0; w.more(); i++ {
-			if err := w.value(t.Elem(), index(path, i), depth+1); err != nil {
-				return err
-			}
-		}
-		_, err := w.token() // ]
-		return err
+		return w.elements(t.Elem(), depth)
 	case reflect.String:
 		if kind != '"' {
-			return invalidAt(path, "must be a string, not "+jsonKind(kind))
+			return w.invalid("must be a string, not " + jsonKind(kind))
 		}
-		return checkString(path, tok.String())
+		return w.checkString(tok.text)
 	case reflect.Bool:
 		if kind != 't' && kind != 'f' {
-			return invalidAt(path, "must be true or false, not "+jsonKind(kind))
+			return w.invalid("must be true or false, not " + jsonKind(kind))
 		}
 		return nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		if kind != '0' {
-			return invalidAt(path, "must be an integer, not "+jsonKind(kind))
+			return w.invalid("must be an integer, not " + jsonKind(kind))
 		}
-		n := tok.String() // the number as written
 		bits := t.Bits()
-		if _, err := strconv.ParseInt(n, 10, bits); err != nil {
+		if _, err := strconv.ParseInt(string(tok.text), 10, bits); err != nil {
 			lo, hi := int64(-1)<<(bits-1), int64(1<<(bits-1)-1)
-			return invalidAt(path, fmt.Sprintf("must be an integer from %d to %d, written without fraction or exponent; got %s", lo, hi, truncate(n, 40)))
+			return w.invalid(fmt.Sprintf("must be an integer from %d to %d, written without fraction or exponent; got %s", lo, hi, truncate(string(tok.text), 40)))
 		}
 		return nil
 	}
-	return invalidAt(path, "cannot be decoded") // no request type has other kinds
+	return w.invalid("cannot be decoded") // no request type has other kinds
 }
 
-// object reads the members of an object whose '{' was read; field gives a key's type and path,
-// read (optional; the strict walk by default) reads a member's value.
-func (w walker) object(path string, depth int, field func(key string) (reflect.Type, string, error),
-	read ...func(ft reflect.Type, fpath string, depth int) error) error {
-	member := w.value
-	if len(read) > 0 && read[0] != nil {
-		member = read[0]
+// elements reads the elements of an array whose '[' was read, each decoded into an elem.
+func (w *walker) elements(elem reflect.Type, depth int) error {
+	for i := 0; w.more(); i++ {
+		mark := w.push('[', nil, i)
+		if err := w.value(elem, depth+1); err != nil {
+			return err
+		}
+		w.pop(mark)
 	}
+	_, err := w.next() // ]
+	return err
+}
+
+// object reads the members of an object whose '{' was read; each member's path is the
+// object's with the key in style. field gives a key's type and the name its duplicates are
+// found by; read (nil: the strict walk, value) reads a member's value.
+func (w *walker) object(depth int, style byte, field func(key []byte) (reflect.Type, string, error),
+	read func(ft reflect.Type, name string, depth int) error) error {
 	var seen keySet
 	for w.more() {
-		tok, err := w.token()
+		tok, err := w.next()
 		if err != nil {
 			return err
 		}
-		key := tok.String() // a key is always a string token
-		if strings.IndexByte(key, 0) >= 0 {
-			return invalidAt(path, "a key contains a NUL character (U+0000)")
+		key := tok.text // a key is always a string token
+		if bytes.IndexByte(key, 0) >= 0 {
+			return w.invalid("a key contains a NUL character (U+0000)")
 		}
-		ft, fpath, err := field(key)
+		mark := w.push(style, key, 0)
+		ft, name, err := field(key)
 		if err != nil {
 			return err
 		}
-		if !seen.add(key) {
-			return invalidAt(fpath, "duplicate key: each key may appear once")
+		if !seen.add(name) {
+			return w.invalid("duplicate key: each key may appear once")
 		}
-		if err := member(ft, fpath, depth+1); err != nil {
+		if read != nil {
+			err = read(ft, name, depth+1)
+		} else {
+			err = w.value(ft, depth+1)
+		}
+		if err != nil {
 			return err
 		}
+		w.pop(mark)
 	}
-	_, err := w.token() // }
+	_, err := w.next() // }
 	return err
 }
 
@@ -349,73 +439,75 @@ func (s *keySet) add(key string) bool {
 
 // anyValue checks a value decoded into an interface (a statement argument): any JSON, with
 // no NUL in strings, no duplicate keys, and numbers within float64.
-func (w walker) anyValue(tok jsontext.Token, path string, depth int) error {
-	switch tok.Kind() {
+func (w *walker) anyValue(tok item, depth int) error {
+	switch tok.kind {
 	case '"':
-		return checkString(path, tok.String())
+		return w.checkString(tok.text)
 	case '0':
-		v := tok.String()
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || math.IsInf(f, 0) {
-			return invalidAt(path, fmt.Sprintf("the number %s is out of range; send it as a string (\"%s\") for a numeric column", truncate(v, 40), truncate(v, 40)))
+		if !withinFloat64(tok.text) {
+			v := truncate(string(tok.text), 40)
+			return w.invalid(fmt.Sprintf("the number %s is out of range; send it as a string (\"%s\") for a numeric column", v, v))
 		}
 	case '[':
-		for i := 0; w.more(); i++ {
-			if err := w.value(anyType, index(path, i), depth+1); err != nil {
-				return err
-			}
-		}
-		_, err := w.token() // ]
-		return err
+		return w.elements(anyType, depth)
 	case '{':
-		return w.object(path, depth, func(key string) (reflect.Type, string, error) {
-			return anyType, fmt.Sprintf("%s[%q]", path, key), nil
-		})
+		return w.object(depth, 'q', func(key []byte) (reflect.Type, string, error) {
+			return anyType, string(key), nil
+		}, nil)
 	}
 	return nil
+}
+
+// withinFloat64 reports whether the JSON number n is within float64's range. An integer of up
+// to 300 digits is (float64 reaches beyond 10^308), without parsing it.
+func withinFloat64(n []byte) bool {
+	digits := n
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) <= 300 && bytes.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
+		return true
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	return err == nil && !math.IsInf(f, 0)
 }
 
 var anyType = reflect.TypeFor[any]()
 
-func checkString(path, s string) error {
-	if i := strings.IndexByte(s, 0); i >= 0 {
-		return invalidAt(path, fmt.Sprintf("contains a NUL character (U+0000) at byte %d; PostgreSQL and Kafka headers cannot carry it", i))
+func (w *walker) checkString(s []byte) error {
+	if i := bytes.IndexByte(s, 0); i >= 0 {
+		return w.invalid(fmt.Sprintf("contains a NUL character (U+0000) at byte %d; PostgreSQL and Kafka headers cannot carry it", i))
 	}
 	return nil
 }
 
-// index is the path of element i of the array at path.
-func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
+// field is a struct field as the walk knows it: its type and its JSON name.
+type field struct {
+	typ  reflect.Type
+	name string
 }
 
-// fieldTypes caches, per struct type, the type of each field by its JSON name: a request
-// walks the same few types every time, and looking fields up by reflection on every key was
-// most of checkJSON's cost.
-var fieldTypes sync.Map // reflect.Type → map[string]reflect.Type
+// fieldTypes caches, per struct type, its fields by their JSON names: a request walks the
+// same few types every time, and looking fields up by reflection on every key was most of
+// checkJSON's cost.
+var fieldTypes sync.Map // reflect.Type → map[string]field
 
-// fieldByName finds the type of the struct field whose JSON name is exactly key.
-func fieldByName(t reflect.Type, key string) (reflect.Type, bool) {
+// fieldsOf gives t's fields by their JSON names (the first field of a name, as encoding/json).
+func fieldsOf(t reflect.Type) map[string]field {
 	v, ok := fieldTypes.Load(t)
 	if !ok {
-		m := map[string]reflect.Type{}
+		m := map[string]field{}
 		for i := range t.NumField() {
 			f := t.Field(i)
 			if n := jsonName(f); n != "" {
-				if _, dup := m[n]; !dup { // the first field of a name, as before
-					m[n] = f.Type
+				if _, dup := m[n]; !dup {
+					m[n] = field{typ: f.Type, name: n}
 				}
 			}
 		}
 		v, _ = fieldTypes.LoadOrStore(t, m)
 	}
-	ft, ok := v.(map[string]reflect.Type)[key]
-	return ft, ok
+	return v.(map[string]field)
 }
 
 // fieldByFold finds the field that encoding/json would match without regard to case.

@@ -1,13 +1,16 @@
 package api
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kpgtx/coordinator/txntype"
 )
 
@@ -65,9 +68,8 @@ func BenchmarkDecodeRecord(b *testing.B) {
 	}
 }
 
-// BenchmarkDecodeMany is the decode of a pipeline batch's body, 100 inserts and 100 records,
-// after the walk: as encoding/json decoded it (the baseline) and with decodeOptions.
-func BenchmarkDecodeMany(b *testing.B) {
+// manyBody is a pipeline batch's body: 100 inserts and 100 records of 100 bytes.
+func manyBody() []byte {
 	var sb strings.Builder
 	sb.WriteString(`{"id":"bench-1","sql":[`)
 	for i := range 100 {
@@ -78,7 +80,42 @@ func BenchmarkDecodeMany(b *testing.B) {
 		fmt.Fprintf(&sb, `{"topic":"orders","key":"bench-1-%d","value":"%s"},`, i, strings.Repeat("v", 100))
 	}
 	sb.WriteString(`{"topic":"orders","value":null}]}`)
-	body := []byte(sb.String())
+	return []byte(sb.String())
+}
+
+// BenchmarkCheckJSONMany is the strict walk of a pipeline batch's body, against reading its
+// tokens alone with the same tokenizer (the baseline): what the walk adds is its checks.
+func BenchmarkCheckJSONMany(b *testing.B) {
+	body := manyBody()
+	t := reflect.TypeFor[txntype.RequestBody]()
+	b.Run("tokens", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			dec := jsontext.NewDecoder(bytes.NewBuffer(body))
+			for {
+				if _, err := dec.ReadToken(); err != nil {
+					if err != io.EOF {
+						b.Fatal(err)
+					}
+					break
+				}
+			}
+		}
+	})
+	b.Run("walk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := checkJSON(body, t); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkDecodeMany is the decode of a pipeline batch's body, 100 inserts and 100 records,
+// after the walk: as encoding/json decoded it (the baseline) and with decodeOptions.
+func BenchmarkDecodeMany(b *testing.B) {
+	body := manyBody()
 	for _, v := range []struct {
 		name   string
 		decode func([]byte, any) error

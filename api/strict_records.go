@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kpgtx/coordinator/txntype"
 )
 
@@ -27,8 +26,8 @@ var headerEntryType = reflect.TypeFor[txntype.HeaderEntry]()
 
 // recordPart walks the value tok starts when t is one of a record's parts; done is false for
 // any other type (and a payload object, walked as the struct it is).
-func (w walker) recordPart(t reflect.Type, tok jsontext.Token, path string, depth int) (done bool, err error) {
-	kind := tok.Kind()
+func (w *walker) recordPart(t reflect.Type, tok item, depth int) (done bool, err error) {
+	kind := tok.kind
 	switch t {
 	case payloadType:
 		switch kind {
@@ -37,77 +36,81 @@ func (w walker) recordPart(t reflect.Type, tok jsontext.Token, path string, dept
 		case '{':
 			return false, nil // {"type", "data", ...}: the struct's fields
 		}
-		return true, invalidAt(path, `must be a string, an object with "type" and "data", or null, not `+jsonKind(kind))
+		return true, w.invalid(`must be a string, an object with "type" and "data", or null, not ` + jsonKind(kind))
 	case timestampType:
 		if kind != '"' && kind != '0' {
-			return true, invalidAt(path, "must be RFC 3339 text or epoch milliseconds, not "+jsonKind(kind))
+			return true, w.invalid("must be RFC 3339 text or epoch milliseconds, not " + jsonKind(kind))
 		}
 		return true, nil
 	case headersType:
 		switch kind {
 		case '{':
-			return true, w.object(path, depth, func(key string) (reflect.Type, string, error) {
-				return nil, path + "[" + quote(key) + "]", nil
+			return true, w.object(depth, 'j', func(key []byte) (reflect.Type, string, error) {
+				return nil, string(key), nil
 			}, w.headerText)
 		case '[':
 			for i := 0; w.more(); i++ {
-				if err := w.headerEntry(index(path, i), depth+1); err != nil {
+				mark := w.push('[', nil, i)
+				if err := w.headerEntry(depth + 1); err != nil {
 					return true, err
 				}
+				w.pop(mark)
 			}
-			_, err := w.token() // ]
+			_, err := w.next() // ]
 			return true, err
 		}
-		return true, invalidAt(path, "must be an object of name → text, or an array of {name, value | value_b64 | from}, not "+jsonKind(kind))
+		return true, w.invalid("must be an object of name → text, or an array of {name, value | value_b64 | from}, not " + jsonKind(kind))
 	}
 	return false, nil
 }
 
 // headerText reads the value of one header of the object form: text, NUL allowed.
-func (w walker) headerText(_ reflect.Type, path string, _ int) error {
-	tok, err := w.token()
+func (w *walker) headerText(reflect.Type, string, int) error {
+	tok, err := w.next()
 	if err != nil {
 		return err
 	}
-	if tok.Kind() != '"' {
-		return invalidAt(path, "must be a string, not "+jsonKind(tok.Kind()))
+	if tok.kind != '"' {
+		return w.invalid("must be a string, not " + jsonKind(tok.kind))
 	}
 	return nil
 }
 
 // headerEntry reads one entry of the list form.
-func (w walker) headerEntry(path string, depth int) error {
-	tok, err := w.token()
+func (w *walker) headerEntry(depth int) error {
+	tok, err := w.next()
 	if err != nil {
 		return err
 	}
-	if tok.Kind() != '{' {
-		return invalidAt(path, "must be an object {name, value | value_b64 | from}, not "+jsonKind(tok.Kind()))
+	if tok.kind != '{' {
+		return w.invalid("must be an object {name, value | value_b64 | from}, not " + jsonKind(tok.kind))
 	}
-	return w.object(path, depth, func(key string) (reflect.Type, string, error) {
-		ft, ok := fieldByName(headerEntryType, key)
+	fields := fieldsOf(headerEntryType)
+	return w.object(depth, '.', func(key []byte) (reflect.Type, string, error) {
+		f, ok := fields[string(key)]
 		if !ok {
-			return nil, "", invalidAt(join(path, key), "unknown field; a header entry has name, value, value_b64 or from")
+			return nil, "", w.invalid("unknown field; a header entry has name, value, value_b64 or from")
 		}
-		if key != "value" && ft.Kind() == reflect.Pointer {
+		ft := f.typ
+		if f.name != "value" && ft.Kind() == reflect.Pointer {
 			ft = ft.Elem() // only a value may be null
 		}
-		return ft, join(path, key), nil
-	}, func(ft reflect.Type, fpath string, depth int) error {
-		if fpath == join(path, "value") || fpath == join(path, "name") {
-			return w.text(ft, fpath)
+		return ft, f.name, nil
+	}, func(ft reflect.Type, name string, depth int) error {
+		if name == "value" || name == "name" {
+			return w.text(ft)
 		}
-		return w.value(ft, fpath, depth)
+		return w.value(ft, depth)
 	})
 }
 
 // text reads a string (or null where ft is a pointer) in which NUL is allowed.
-func (w walker) text(ft reflect.Type, path string) error {
-	tok, err := w.token()
+func (w *walker) text(ft reflect.Type) error {
+	tok, err := w.next()
 	if err != nil {
 		return err
 	}
-	switch tok.Kind() {
+	switch tok.kind {
 	case '"':
 		return nil
 	case 'n':
@@ -115,7 +118,7 @@ func (w walker) text(ft reflect.Type, path string) error {
 			return nil
 		}
 	}
-	return invalidAt(path, "must be a string, not "+jsonKind(tok.Kind()))
+	return w.invalid("must be a string, not " + jsonKind(tok.kind))
 }
 
 // maxDataDepth bounds the nesting of a typed payload's data, counted from the data (a scalar
@@ -129,51 +132,49 @@ const maxDataDepth = 128
 // and string need a string; a schema says where null fits). NUL is allowed in strings and
 // keys (Kafka carries bytes); a key given twice in one object is refused, and nesting is
 // bounded by maxDataDepth. Numbers are not read as numbers: the bytes are kept as written.
-func (w walker) data(tok jsontext.Token, path string, depth int) error {
-	switch tok.Kind() {
+func (w *walker) data(tok item, depth int) error {
+	switch tok.kind {
 	case '[':
 		if depth >= maxDataDepth {
-			return invalidAt(path, fmt.Sprintf("nested deeper than %d levels", maxDataDepth))
+			return w.invalid(fmt.Sprintf("nested deeper than %d levels", maxDataDepth))
 		}
 		for i := 0; w.more(); i++ {
-			next, err := w.token()
+			mark := w.push('[', nil, i)
+			next, err := w.next()
 			if err != nil {
 				return err
 			}
-			if err := w.data(next, index(path, i), depth+1); err != nil {
+			if err := w.data(next, depth+1); err != nil {
 				return err
 			}
+			w.pop(mark)
 		}
-		_, err := w.token() // ]
+		_, err := w.next() // ]
 		return err
 	case '{':
 		if depth >= maxDataDepth {
-			return invalidAt(path, fmt.Sprintf("nested deeper than %d levels", maxDataDepth))
+			return w.invalid(fmt.Sprintf("nested deeper than %d levels", maxDataDepth))
 		}
-		var seen map[string]bool
+		var seen keySet
 		for w.more() {
-			k, err := w.token()
+			k, err := w.next()
 			if err != nil {
 				return err
 			}
-			key := k.String() // a key is always a string token
-			mpath := path + "[" + quote(key) + "]"
-			if seen[key] {
-				return invalidAt(mpath, "duplicate key: each key may appear once")
+			mark := w.push('j', k.text, 0) // a key is always a string token
+			if !seen.add(string(k.text)) {
+				return w.invalid("duplicate key: each key may appear once")
 			}
-			if seen == nil {
-				seen = make(map[string]bool, 8)
-			}
-			seen[key] = true
-			next, err := w.token()
+			next, err := w.next()
 			if err != nil {
 				return err
 			}
-			if err := w.data(next, mpath, depth+1); err != nil {
+			if err := w.data(next, depth+1); err != nil {
 				return err
 			}
+			w.pop(mark)
 		}
-		_, err := w.token() // }
+		_, err := w.next() // }
 		return err
 	}
 	return nil // a string, a number, true, false or null
