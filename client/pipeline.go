@@ -36,7 +36,7 @@ type Pipeline struct {
 	// MaxPollRecords bounds one poll; 0: 500.
 	MaxPollRecords int
 	// MaxBatchRecords bounds the input records of one batch gathered from several polls while
-	// the window is full (pipeline_merge.go); 0: 4 × MaxPollRecords; at most MaxPollRecords:
+	// the window is full (pipeline_merge.go); 0: 16 × MaxPollRecords; at most MaxPollRecords:
 	// every poll is a batch of its own.
 	MaxBatchRecords int
 	// Limits are the coordinator's request limits, which a batch gathered from several polls
@@ -126,11 +126,7 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 	defer cl.Close() // leaves the group
 	// On the way out: the window's answers, then the rebalance the member's leaving needs.
 	defer cl.AllowRebalance()
-	gather := p.MaxBatchRecords
-	if gather <= 0 {
-		gather = 4 * max
-	}
-	r := &pipelineRun{c: c, p: p, cl: cl, log: log, committed: committed, gather: gather, limits: p.Limits.orDefaults()}
+	r := &pipelineRun{c: c, p: p, cl: cl, log: log, committed: committed, gather: gatherBound(p.MaxBatchRecords, max), limits: p.Limits.orDefaults()}
 	defer r.drain()
 	var openedAt time.Time // when the window last opened: the first batch polled after it was empty
 	for {
@@ -198,6 +194,24 @@ func (c *Client) RunPipeline(ctx context.Context, p Pipeline) error {
 // DefaultInFlight is how many batches a pipeline member keeps in flight when Pipeline.InFlight
 // is 0.
 const DefaultInFlight = 4
+
+// defaultGatherPolls is how many polls' records a batch may gather while the window is full
+// when Pipeline.MaxBatchRecords is 0. Under load the request limits usually bind first: at the
+// coordinator's defaults, 1000 statements and 1000 records, which a Transform making a
+// statement and a record of each input reaches at 1000 inputs. A batch pays a Kafka transaction, its markers, the log's
+// writes, a PREPARE and a COMMIT PREPARED whatever its size, and on a machine short of CPU
+// those were about a quarter of what a record cost the coordinator, PostgreSQL and the broker
+// at four polls (docs/decisions.md).
+const defaultGatherPolls = 16
+
+// gatherBound is the most input records a batch may gather: Pipeline.MaxBatchRecords, or
+// defaultGatherPolls polls of maxPoll.
+func gatherBound(maxBatch, maxPoll int) int {
+	if maxBatch > 0 {
+		return maxBatch
+	}
+	return defaultGatherPolls * maxPoll
+}
 
 // rebalanceEvery bounds how long a member with batches always in flight goes without a point
 // where its window is empty and a rebalance may run (kgo.BlockRebalanceOnPoll holds one while

@@ -68,6 +68,20 @@ func TestPendingJoin(t *testing.T) {
 	}
 }
 
+// TestGatherBound: a member's MaxBatchRecords is its bound; without one, sixteen polls are.
+func TestGatherBound(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ maxBatch, maxPoll, want int }{
+		{0, 500, 8000},
+		{0, 100, 1600},
+		{-1, 100, 1600},
+		{250, 100, 250},
+		{100, 100, 100}, // every poll alone
+	} {
+		assert.Equal(t, c.want, gatherBound(c.maxBatch, c.maxPoll), "MaxBatchRecords %d, MaxPollRecords %d", c.maxBatch, c.maxPoll)
+	}
+}
+
 // TestPendingQueue: the member's pending polls gather into one batch while it is open, start a
 // second one when the next poll does not fit, and gathering stops then.
 func TestPendingQueue(t *testing.T) {
