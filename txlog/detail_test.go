@@ -79,3 +79,44 @@ func orEmpty[E any](s []E) []E {
 	}
 	return s
 }
+
+// A batch's results and record offsets, large enough to be compressed, are stored with lz4 where
+// the server offers it (migration 12), with pglz where it does not, and read back whole.
+func TestDetailCompression(t *testing.T) {
+	t.Parallel()
+	l, pool := newLog(t)
+	ctx := context.Background()
+	var lz4 bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_settings
+WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals))`).Scan(&lz4))
+	want := "pglz"
+	if lz4 {
+		want = "lz4"
+	}
+	epoch, err := txlog.BumpEpoch(ctx, pool, "a")
+	require.NoError(t, err)
+	tr, created, err := l.Begin(ctx, row("detail-lz4", epoch))
+	require.NoError(t, err)
+	require.True(t, created)
+	ids := txntype.KafkaIDs{TransactionalID: "tx-z", ProducerID: 9, ProducerEpoch: 1}
+	var records []txntype.RecordOffset
+	var results []txntype.SQLResult
+	for i := range 400 {
+		records = append(records, txntype.RecordOffset{Topic: "orders", Partition: int32(i % 6), Offset: int64(1000 + i)})
+		results = append(results, txntype.SQLResult{Database: "default", RowsAffected: 1})
+	}
+	tr.SQL = results
+	tr.Kafka = &txntype.KafkaState{KafkaIDs: ids, PreparedState: ids.PreparedState(), Records: records}
+	require.NoError(t, l.Prepared(ctx, tr))
+
+	var recs, res string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_column_compression(kafka_records), pg_column_compression(sql_results)
+FROM coordinator_transactions WHERE request_id = $1`, tr.ID).Scan(&recs, &res))
+	assert.Equal(t, want, recs, "kafka_records")
+	assert.Equal(t, want, res, "sql_results")
+	got, err := l.Get(ctx, tr.ID)
+	require.NoError(t, err)
+	assert.Equal(t, results, got.SQL)
+	require.NotNil(t, got.Kafka)
+	assert.Equal(t, records, got.Kafka.Records)
+}
