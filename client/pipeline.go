@@ -198,10 +198,11 @@ const DefaultInFlight = 4
 // defaultGatherPolls is how many polls' records a batch may gather while the window is full
 // when Pipeline.MaxBatchRecords is 0. Under load the request limits usually bind first: at the
 // coordinator's defaults, 1000 statements and 1000 records, which a Transform making a
-// statement and a record of each input reaches at 1000 inputs. A batch pays a Kafka transaction, its markers, the log's
-// writes, a PREPARE and a COMMIT PREPARED whatever its size, and on a machine short of CPU
-// those were about a quarter of what a record cost the coordinator, PostgreSQL and the broker
-// at four polls (docs/decisions.md).
+// statement and a record of each input reaches at 1000 inputs. A batch pays a Kafka
+// transaction, its markers, the log's writes, a PREPARE and a COMMIT PREPARED whatever its
+// size; on a machine short of CPU, batches of up to sixteen polls cost the coordinator,
+// PostgreSQL and the broker a fifth to a third less per record than batches of four
+// (docs/decisions.md).
 const defaultGatherPolls = 16
 
 // gatherBound is the most input records a batch may gather: Pipeline.MaxBatchRecords, or
