@@ -78,7 +78,9 @@ func BenchmarkRecovery(b *testing.B) {
 				used.postgres += after.postgres - before.postgres
 				used.kafka += after.kafka - before.kafka
 				require.NoError(b, err)
-				require.Equal(b, inDoubt, st.Resolved, "the pass: %+v; rows left in doubt, by their last error: %v", st, leftErrors(b, e))
+				if st.Resolved != inDoubt { // only then is what the rows met worth a query
+					require.Equal(b, inDoubt, st.Resolved, "the pass: %+v; rows left in doubt, by their last error: %v", st, leftErrors(b, e))
+				}
 				var committed int
 				require.NoError(b, e.db.QueryRow(context.Background(),
 					`SELECT count(*) FROM coordinator_transactions WHERE state = 'committed'`).Scan(&committed))
