@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/kpgtx/coordinator/internal/registrytest"
 )
 
 const avroOrder = `{
@@ -344,7 +346,7 @@ func TestCaching(t *testing.T) {
 				ctx := context.Background()
 				_, err = enc.Encode(ctx, JSONSchema, Ref{Subject: subject}, []byte(`{"a": "x"}`))
 				require.NoError(t, err)
-				_, err = registerSchema(ctx, a.cl, subject, sr.Schema{Type: sr.TypeJSON,
+				_, err = registrytest.Create(ctx, a.cl, subject, sr.Schema{Type: sr.TypeJSON,
 					Schema: `{"type": "object", "properties": {"a": {"type": "integer"}}}`})
 				require.NoError(t, err)
 				_, err = enc.Encode(ctx, JSONSchema, Ref{Subject: subject}, []byte(`{"a": "x"}`))

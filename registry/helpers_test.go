@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/kpgtx/coordinator/internal/registrytest"
 )
 
 // target is a registry the tests run against.
@@ -74,14 +76,7 @@ func (a *admin) subject(name string) string { return a.tag + "-" + name }
 func (a *admin) register(name string, typ sr.SchemaType, text string) (string, int) {
 	a.t.Helper()
 	subject := a.subject(name)
-	ss, err := registerSchema(context.Background(), a.cl, subject, sr.Schema{Schema: text, Type: typ})
-	require.NoError(a.t, err, "register %s", subject)
-	a.t.Cleanup(func() {
-		ctx := context.Background()
-		_, _ = a.cl.DeleteSubject(ctx, subject, sr.SoftDelete)
-		_, _ = a.cl.DeleteSubject(ctx, subject, sr.HardDelete)
-	})
-	return subject, ss.ID
+	return subject, registrytest.Register(a.t, a.cl, subject, sr.Schema{Schema: text, Type: typ}).ID
 }
 
 // counting puts a reverse proxy in front of url that counts the requests it forwards.
@@ -106,17 +101,4 @@ func requireJSONEq(t *testing.T, want, got string) {
 	require.NoError(t, json.Unmarshal([]byte(want), &w), "want %s", want)
 	require.NoError(t, json.Unmarshal([]byte(got), &g), "got %s", got)
 	require.Equal(t, w, g, "got %s", got)
-}
-
-// registerSchema registers a schema, asking again when Apicurio answers that the subject it is
-// creating does not exist: seen under parallel registrations and deletions of other subjects
-// (its in-memory storage), never for a request that then fails again.
-func registerSchema(ctx context.Context, cl *sr.Client, subject string, s sr.Schema) (sr.SubjectSchema, error) {
-	for attempt := 0; ; attempt++ {
-		ss, err := cl.CreateSchema(ctx, subject, s)
-		if err == nil || attempt == 4 || !strings.Contains(err.Error(), "No artifact with ID") {
-			return ss, err
-		}
-		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
-	}
 }

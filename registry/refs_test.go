@@ -12,20 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/kpgtx/coordinator/internal/registrytest"
 )
 
 // registerRefs registers text, referencing refs, under the test's subject name.
 func (a *admin) registerRefs(name string, typ sr.SchemaType, text string, refs ...sr.SchemaReference) (string, int) {
 	a.t.Helper()
 	subject := a.subject(name)
-	ss, err := registerSchema(context.Background(), a.cl, subject, sr.Schema{Schema: text, Type: typ, References: refs})
-	require.NoError(a.t, err, "register %s", subject)
-	a.t.Cleanup(func() {
-		ctx := context.Background()
-		_, _ = a.cl.DeleteSubject(ctx, subject, sr.SoftDelete)
-		_, _ = a.cl.DeleteSubject(ctx, subject, sr.HardDelete)
-	})
-	return subject, ss.ID
+	return subject, registrytest.Register(a.t, a.cl, subject, sr.Schema{Schema: text, Type: typ, References: refs}).ID
 }
 
 func ref(name, subject string) sr.SchemaReference {

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/kpgtx/coordinator/internal/registrytest"
 	"github.com/kpgtx/coordinator/registry"
 	"github.com/kpgtx/coordinator/service"
 )
@@ -195,28 +195,9 @@ func TestRecordsSchemaRegistryDown(t *testing.T) {
 	assert.Equal(t, http.StatusOK, ok.Status, "%s", ok.Raw)
 }
 
-// registerSchema registers a schema, asking again when Apicurio answers that the subject it is
-// creating does not exist: seen under parallel registrations and deletions of other subjects
-// (its in-memory storage), never for a request that then fails again.
-func registerSchema(ctx context.Context, cl *sr.Client, subject string, s sr.Schema) (sr.SubjectSchema, error) {
-	for attempt := 0; ; attempt++ {
-		ss, err := cl.CreateSchema(ctx, subject, s)
-		if err == nil || attempt == 4 || !strings.Contains(err.Error(), "No artifact with ID") {
-			return ss, err
-		}
-		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
-	}
-}
-
 // registerSubject registers s under subject for the test, which deletes the subject at its end,
 // and returns the schema id.
 func registerSubject(t *testing.T, cl *sr.Client, subject string, s sr.Schema) int {
 	t.Helper()
-	ss, err := registerSchema(context.Background(), cl, subject, s)
-	require.NoError(t, err, "register %s", subject)
-	t.Cleanup(func() {
-		_, _ = cl.DeleteSubject(context.Background(), subject, sr.SoftDelete)
-		_, _ = cl.DeleteSubject(context.Background(), subject, sr.HardDelete)
-	})
-	return ss.ID
+	return registrytest.Register(t, cl, subject, s).ID
 }
