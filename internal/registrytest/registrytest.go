@@ -10,7 +10,7 @@ package registrytest
 
 import (
 	"context"
-	"strconv"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +53,6 @@ func Create(ctx context.Context, cl *sr.Client, subject string, s sr.Schema) (sr
 // does not define as properties), a "$comment" of a JSON schema that is an object, a comment
 // line at the end of a Protobuf file. Any other text is returned as it is.
 func Unique(subject string, s sr.Schema) sr.Schema {
-	quoted := strconv.Quote(subject)
 	switch s.Type {
 	case sr.TypeProtobuf:
 		s.Schema = strings.TrimRight(s.Schema, "\n") + "\n// " + strings.ReplaceAll(subject, "\n", " ") + "\n"
@@ -70,7 +69,8 @@ func Unique(subject string, s sr.Schema) sr.Schema {
 		if strings.TrimSpace(body) == "}" {
 			sep = ""
 		}
-		s.Schema = "{" + key + ": " + quoted + sep + body
+		quoted, _ := json.Marshal(subject) // a string always encodes
+		s.Schema = "{" + key + ": " + string(quoted) + sep + body
 	}
 	return s
 }
