@@ -72,11 +72,12 @@ func newAdmin(t *testing.T, url string) *admin {
 // subject is a subject name unique to this test.
 func (a *admin) subject(name string) string { return a.tag + "-" + name }
 
-// register registers text under the test's subject name and returns the schema id.
-func (a *admin) register(name string, typ sr.SchemaType, text string) (string, int) {
+// register registers text, referencing refs, under the test's subject name and returns the
+// schema id.
+func (a *admin) register(name string, typ sr.SchemaType, text string, refs ...sr.SchemaReference) (string, int) {
 	a.t.Helper()
 	subject := a.subject(name)
-	return subject, registrytest.Register(a.t, a.cl, subject, sr.Schema{Schema: text, Type: typ}).ID
+	return subject, registrytest.Register(a.t, a.cl, subject, sr.Schema{Schema: text, Type: typ, References: refs}).ID
 }
 
 // counting puts a reverse proxy in front of url that counts the requests it forwards.

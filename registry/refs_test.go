@@ -12,16 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
-
-	"github.com/kpgtx/coordinator/internal/registrytest"
 )
-
-// registerRefs registers text, referencing refs, under the test's subject name.
-func (a *admin) registerRefs(name string, typ sr.SchemaType, text string, refs ...sr.SchemaReference) (string, int) {
-	a.t.Helper()
-	subject := a.subject(name)
-	return subject, registrytest.Register(a.t, a.cl, subject, sr.Schema{Schema: text, Type: typ, References: refs}).ID
-}
 
 func ref(name, subject string) sr.SchemaReference {
 	return sr.SchemaReference{Name: name, Subject: subject, Version: 1}
@@ -69,25 +60,25 @@ func registerRefSchemas(t *testing.T, a *admin) refSchemas {
 	t.Helper()
 	var s refSchemas
 	geo, _ := a.register("proto-geo", sr.TypeProtobuf, protoGeo)
-	addr, _ := a.registerRefs("proto-address", sr.TypeProtobuf, protoAddress, ref("geo/point.proto", geo))
+	addr, _ := a.register("proto-address", sr.TypeProtobuf, protoAddress, ref("geo/point.proto", geo))
 	money, _ := a.register("proto-money", sr.TypeProtobuf, protoMoney)
 	// A reference naming a well-known file, as Confluent's serializers register them: the
 	// built-in file is used, whatever the subject holds.
 	ts, _ := a.register("proto-timestamp", sr.TypeProtobuf, "syntax = \"proto3\";\npackage google.protobuf;\n"+
 		"message Timestamp { int64 seconds = 1; int32 nanos = 2; }\n")
-	_, s.protoID = a.registerRefs("proto-order", sr.TypeProtobuf, protoOrderRefs,
+	_, s.protoID = a.register("proto-order", sr.TypeProtobuf, protoOrderRefs,
 		ref("money.proto", money), ref("common/address.proto", addr), ref("google/protobuf/timestamp.proto", ts))
 
 	ageo, _ := a.register("avro-geo", sr.TypeAvro, avroGeo)
-	aaddr, _ := a.registerRefs("avro-address", sr.TypeAvro, avroAddress, ref("shop.geo.Point", ageo))
+	aaddr, _ := a.register("avro-address", sr.TypeAvro, avroAddress, ref("shop.geo.Point", ageo))
 	acur, _ := a.register("avro-currency", sr.TypeAvro, avroCurrency)
-	_, s.avroID = a.registerRefs("avro-order", sr.TypeAvro, avroOrderRefs,
+	_, s.avroID = a.register("avro-order", sr.TypeAvro, avroOrderRefs,
 		ref("shop.common.Address", aaddr), ref("shop.common.Currency", acur), ref("shop.geo.Point", ageo))
 
 	jgeo, _ := a.register("json-geo", sr.TypeJSON, jsonGeo)
-	jaddr, _ := a.registerRefs("json-address", sr.TypeJSON, jsonAddress, ref("geo.json", jgeo))
+	jaddr, _ := a.register("json-address", sr.TypeJSON, jsonAddress, ref("geo.json", jgeo))
 	jmoney, _ := a.register("json-money", sr.TypeJSON, jsonMoney)
-	_, s.jsonID = a.registerRefs("json-order", sr.TypeJSON, jsonOrder,
+	_, s.jsonID = a.register("json-order", sr.TypeJSON, jsonOrder,
 		ref("address.json", jaddr), ref("https://example.com/schemas/money.json", jmoney))
 	return s
 }
@@ -153,7 +144,7 @@ func TestReferencesCached(t *testing.T) {
 			a := newAdmin(t, tg.url)
 			s := registerRefSchemas(t, a)
 			jgeo := a.subject("json-geo")
-			_, other := a.registerRefs("json-other", sr.TypeJSON, `{"$schema": "http://json-schema.org/draft-07/schema#", "$ref": "geo.json"}`, ref("geo.json", jgeo))
+			_, other := a.register("json-other", sr.TypeJSON, `{"$schema": "http://json-schema.org/draft-07/schema#", "$ref": "geo.json"}`, ref("geo.json", jgeo))
 			url, requests := counting(t, tg.url)
 			enc, err := New(Config{URL: url})
 			require.NoError(t, err)
