@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -106,15 +107,11 @@ func leftErrors(b *testing.B, e *env) map[string]int {
 	rows, err := e.db.Query(context.Background(),
 		`SELECT coalesce(last_error, '(none)'), count(*) FROM coordinator_transactions WHERE state <> 'committed' GROUP BY 1`)
 	require.NoError(b, err)
-	defer rows.Close()
 	left := map[string]int{}
-	for rows.Next() {
-		var msg string
-		var n int
-		require.NoError(b, rows.Scan(&msg, &n))
-		left[msg] = n
-	}
-	require.NoError(b, rows.Err())
+	var msg string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&msg, &n}, func() error { left[msg] = n; return nil })
+	require.NoError(b, err)
 	return left
 }
 
