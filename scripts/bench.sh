@@ -30,7 +30,11 @@
 #                        (inline-2pc-logged-100x, the "-100x" rows' x floor): the
 #                        per-statement and per-record costs apart from the per-request ones;
 #                        inline-2pc-begun is inline-2pc-logged with the coordinator's durable
-#                        row before the work and its final write behind the answer
+#                        row before the work and its final write behind the answer;
+#                        inline-kept (and inline-kept-100x) makes every statement and log
+#                        write the coordinator's guarantees keep with its own packages
+#                        (txlog, sqltxn), inline: the coordinator's floor without HTTP, the
+#                        body or the request engine
 #   BenchmarkPipeline    a consume-transform-write pipeline end to end, by 1 and 3 members of
 #                        one consumer group (rows "1m", "3m"): each input record one insert and
 #                        one output record, batches as polled; through the coordinator with the

@@ -45,6 +45,12 @@ import (
 //     and epoch, then EndTxn(commit) and COMMIT PREPARED. What a one-database request would
 //     cost if its participant's PREPARE were its prepared record (docs/decisions.md, "not
 //     built"); measured here, not built;
+//   - inline-kept and inline-kept-100x: every statement and log write the coordinator's
+//     guarantees keep (the row before the work, the guards of I13 and the marker in the SQL
+//     round trip, the prepared write with the results and offsets, the final write), made by
+//     the coordinator's own packages (txlog, sqltxn) inline, on a log of their own: the floor
+//     of a coordinator that keeps them, without HTTP, the body or the request engine
+//     (kept_bench_test.go);
 //   - inline-shared: inline-2pc with every request in flight gathered into one PostgreSQL
 //     transaction (a savepoint each, one PREPARE) and one Kafka transaction: what sharing the SQL
 //     side too would cost at best (sharedinline_bench_test.go);
@@ -171,12 +177,15 @@ func BenchmarkThroughput(b *testing.B) {
 	gidLog := withProducer(func(cl *kgo.Client, id string) error { return inline2PCGIDLog(e.db, cl, e.topic, id, value) })
 	dual := withProducer(func(cl *kgo.Client, id string) error { return dualWrite(e.db, cl, e.topic, id, value) })
 	dualMany := withProducer(func(cl *kgo.Client, id string) error { return dualWriteMany(e.db, cl, e.topic, id, value) })
+	k := newKept(b, value)
+	kept := withProducer(func(cl *kgo.Client, id string) error { return k.do(cl, id, 1) })
+	keptMany := withProducer(func(cl *kgo.Client, id string) error { return k.do(cl, id, manyPerRequest) })
 
 	// Warm up every path (JIT, pools, connections), untimed.
 	shared := newSharedInline(b, e.db, producers, e.topic, value, 1).do
 	sharedLogged := newSharedLogged(b, e.db, producers, e.topic, value, false).do
 	sharedOverlap := newSharedLogged(b, e.db, producers, e.topic, value, true).do
-	ops := []func(int, string) error{viaCoordinator, viaDecided, viaPrepareCommit, viaUnshared, inline, logged, begun, gidLog, dual, shared, sharedLogged, sharedOverlap, viaMany, loggedMany, dualMany}
+	ops := []func(int, string) error{viaCoordinator, viaDecided, viaPrepareCommit, viaUnshared, inline, logged, begun, gidLog, dual, shared, sharedLogged, sharedOverlap, viaMany, loggedMany, dualMany, kept, keptMany}
 	if baselineBinary != "" {
 		ops = append(ops, viaBaseline)
 	}
@@ -200,6 +209,7 @@ func BenchmarkThroughput(b *testing.B) {
 		{"inline-2pc", os.Getpid(), inline, ""},
 		{"inline-2pc-logged", os.Getpid(), logged, ""},
 		{"inline-2pc-begun", os.Getpid(), begun, ""},
+		{"inline-kept", os.Getpid(), kept, ""},
 		{"inline-2pc-gidlog", os.Getpid(), gidLog, ""},
 		{"inline-shared", os.Getpid(), shared, ""},
 		{"inline-shared-logged", os.Getpid(), sharedLogged, ""},
@@ -207,6 +217,7 @@ func BenchmarkThroughput(b *testing.B) {
 		{"dual-write", os.Getpid(), dual, ""},
 		{"coordinator-100x", coordPID, viaMany, base},
 		{"inline-2pc-logged-100x", os.Getpid(), loggedMany, ""},
+		{"inline-kept-100x", os.Getpid(), keptMany, ""},
 		{"by-hand-100x", os.Getpid(), dualMany, ""},
 	}
 	if baselineBinary != "" {
