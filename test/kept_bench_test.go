@@ -1,6 +1,7 @@
 package test
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -45,6 +46,10 @@ type kept struct {
 	prefix string
 	value  string
 	finals sync.WaitGroup // the final writes behind the answers
+	// finalErr is the first final write that failed: the benchmark fails with it, since a
+	// row whose final write did not happen would have cost less than the coordinator's.
+	mu       sync.Mutex
+	finalErr error
 }
 
 // newKept prepares a log and a participant of their own (a schema, the log's migrations, an
@@ -68,6 +73,9 @@ func newKept(b *testing.B, value string) *kept {
 		k.finals.Wait()
 		dbs.Close()
 		l.Close()
+		if k.finalErr != nil {
+			b.Errorf("inline-kept: a final write failed: %v", k.finalErr)
+		}
 	})
 	return k
 }
@@ -117,7 +125,13 @@ func (k *kept) do(cl *kgo.Client, id string, n int) error {
 	if err := k.sql.CommitPrepared(ctx, "default", sqlGID); err != nil {
 		return err
 	}
-	k.finals.Go(func() { _ = k.log.Committed(ctx, t, time.Time{}) })
+	k.finals.Go(func() {
+		if err := k.log.Committed(ctx, t, time.Time{}); err != nil {
+			k.mu.Lock()
+			k.finalErr = cmp.Or(k.finalErr, err)
+			k.mu.Unlock()
+		}
+	})
 	return nil
 }
 
