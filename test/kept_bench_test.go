@@ -22,6 +22,10 @@ import (
 // keptInstance owns the rows of the inline-kept rows, on a log of their own.
 const keptInstance = "bench-kept"
 
+// keptMaxConns bounds the log's pool and the participant's, as COORDINATOR_DB_MAX_CONNS bounds
+// the coordinator's in this benchmark.
+const keptMaxConns = 96
+
 // kept is a request made with every statement and log write the coordinator's guarantees keep,
 // by the coordinator's own packages, inline (the rows inline-kept and inline-kept-100x):
 //
@@ -58,7 +62,10 @@ func newKept(b *testing.B, value string) *kept {
 	b.Helper()
 	ctx := context.Background()
 	e := newStore(b, envOpts{poolSize: 64})
-	pool, err := pgxpool.New(ctx, e.cfg.DatabaseURL)
+	cfg, err := pgxpool.ParseConfig(e.cfg.DatabaseURL)
+	require.NoError(b, err)
+	cfg.MaxConns = keptMaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
 	l := txlog.New(pool, txlog.Options{GroupCommit: true})
@@ -66,7 +73,7 @@ func newKept(b *testing.B, value string) *kept {
 	_, err = pool.Exec(ctx, `INSERT INTO coordinator_instances (instance_id, txn_id_prefix, pool_size, epoch)
 		VALUES ($1, $2, 64, 1)`, keptInstance, e.prefix)
 	require.NoError(b, err)
-	dbs, err := sqltxn.Open(ctx, map[string]string{"default": e.cfg.DatabaseURL}, sqltxn.Options{MaxConns: 64})
+	dbs, err := sqltxn.Open(ctx, map[string]string{"default": e.cfg.DatabaseURL}, sqltxn.Options{MaxConns: keptMaxConns})
 	require.NoError(b, err)
 	k := &kept{log: l, sql: dbs, topic: e.topic, prefix: e.prefix, value: value}
 	b.Cleanup(func() {
@@ -89,8 +96,11 @@ func (k *kept) do(cl *kgo.Client, id string, n int) error {
 	t := &txntype.Transaction{ID: id, GID: gid, Instance: keptInstance, Owner: keptInstance, OwnerEpoch: 1,
 		SQLGIDs: []txntype.SQLGID{{Database: "default", GID: sqlGID}}, Digest: digest[:]}
 	t, created, err := k.log.Begin(ctx, t)
-	if err != nil || !created {
-		return errors.Join(err, errors.New("inline-kept: the request id was used before"))
+	if err != nil {
+		return err
+	}
+	if !created {
+		return fmt.Errorf("inline-kept: the request id %s was used before", id)
 	}
 	stmts := make([]txntype.Statement, n)
 	for i := range stmts {
