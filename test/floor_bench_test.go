@@ -7,6 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kpgtx/coordinator/txntype"
 )
 
 // The floors of BenchmarkThroughput at c=1: what a request would cost with nothing of the
@@ -145,23 +147,36 @@ func manyKey(id string, i, n int) string {
 // produce begins a Kafka transaction, produces n records and waits for their acknowledgement,
 // and with named names the transaction as the log would: "transactionalId/producerId:epoch".
 func produce(ctx context.Context, cl *kgo.Client, topic, id, value string, n int, named bool) (string, error) {
-	if err := cl.BeginTransaction(); err != nil {
+	if _, err := produceRecords(ctx, cl, topic, id, value, n); err != nil || !named {
 		return "", err
+	}
+	ids, err := kafkaIDs(ctx, cl)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s/%d:%d", ids.TransactionalID, ids.ProducerID, ids.ProducerEpoch), nil
+}
+
+// produceRecords begins a Kafka transaction, produces n records (keys as manyKey names them)
+// and waits for their acknowledgement.
+func produceRecords(ctx context.Context, cl *kgo.Client, topic, id, value string, n int) (kgo.ProduceResults, error) {
+	if err := cl.BeginTransaction(); err != nil {
+		return nil, err
 	}
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: topic, Key: []byte(manyKey(id, i, n)), Value: []byte(value)}
 	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return "", err
-	}
-	if !named {
-		return "", nil
-	}
+	res := cl.ProduceSync(ctx, recs...)
+	return res, res.FirstErr()
+}
+
+// kafkaIDs are the transactional id, producer id and epoch of cl's transaction.
+func kafkaIDs(ctx context.Context, cl *kgo.Client) (txntype.KafkaIDs, error) {
 	txnID, _ := cl.OptValue(kgo.TransactionalID).(string)
 	pid, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
-		return "", err
+		return txntype.KafkaIDs{}, fmt.Errorf("producer id: %w", err)
 	}
-	return fmt.Sprintf("%s/%d:%d", txnID, pid, epoch), nil
+	return txntype.KafkaIDs{TransactionalID: txnID, ProducerID: pid, ProducerEpoch: epoch}, nil
 }

@@ -147,15 +147,8 @@ func (k *kept) do(cl *kgo.Client, id string, n int) error {
 
 // produceOffsets is produce with the offsets the log stores (I7) and the Kafka ids (I2).
 func produceOffsets(ctx context.Context, cl *kgo.Client, topic, id, value string, n int) ([]txntype.RecordOffset, txntype.KafkaIDs, error) {
-	if err := cl.BeginTransaction(); err != nil {
-		return nil, txntype.KafkaIDs{}, err
-	}
-	recs := make([]*kgo.Record, n)
-	for i := range recs {
-		recs[i] = &kgo.Record{Topic: topic, Key: []byte(manyKey(id, i, n)), Value: []byte(value)}
-	}
-	res := cl.ProduceSync(ctx, recs...)
-	if err := res.FirstErr(); err != nil {
+	res, err := produceRecords(ctx, cl, topic, id, value, n)
+	if err != nil {
 		return nil, txntype.KafkaIDs{}, err
 	}
 	offsets := make([]txntype.RecordOffset, len(res))
@@ -163,10 +156,6 @@ func produceOffsets(ctx context.Context, cl *kgo.Client, topic, id, value string
 		offsets[i] = txntype.RecordOffset{Topic: r.Record.Topic, Partition: r.Record.Partition,
 			Offset: r.Record.Offset, Timestamp: r.Record.Timestamp}
 	}
-	txnID, _ := cl.OptValue(kgo.TransactionalID).(string)
-	pid, epoch, err := cl.ProducerID(ctx)
-	if err != nil {
-		return nil, txntype.KafkaIDs{}, fmt.Errorf("producer id: %w", err)
-	}
-	return offsets, txntype.KafkaIDs{TransactionalID: txnID, ProducerID: pid, ProducerEpoch: epoch}, nil
+	ids, err := kafkaIDs(ctx, cl)
+	return offsets, ids, err
 }
