@@ -27,8 +27,8 @@ END {
   for (j = 1; j <= nc; j++) for (k = 1; k <= nv; k++) {
     c = cs[j]; n = vs[k]
     if (!((n, c, "txn/s") in v)) continue
-    ref = (n ~ /^pipeline/ ? "pipeline-by-hand" : (n ~ /-100x$/ ? "by-hand-100x" : "dual-write"))
-    d = v[ref, c, "txn/s"]; dp = v[ref, c, "p50-ms"]; fp = v[(n ~ /-100x$/ ? "inline-2pc-logged-100x" : "inline-2pc-logged"), c, "p50-ms"]
+    ref = refOf(n)
+    d = v[ref, c, "txn/s"]; dp = v[ref, c, "p50-ms"]; fp = v[floorOf(n), c, "p50-ms"]
     sf = (n ~ /^pipeline|-100x$/ ? 0 : v["inline-shared-logged", c, "txn/s"])
     printf "%-22s %4s %9.0f %8.2f %8.2f %9.2f %8.2f %8s %10s %14.3f %12.3f %14.3f %9s %9s %9s %9s %7s %8s\n", n, c, v[n, c, "txn/s"], v[n, c, "p50-ms"], v[n, c, "p99-ms"],
       (d > 0 ? v[n, c, "txn/s"] / d : 0), (dp > 0 ? v[n, c, "p50-ms"] / dp : 0),
@@ -49,13 +49,21 @@ END {
     printf "\nby round: each ratio within one round, then the median of those ratios\n"
     for (j = 1; j <= nc; j++) for (k = 1; k <= nv; k++) {
       c = cs[j]; n = vs[k]
-      ref = (n ~ /^pipeline/ ? "pipeline-by-hand" : (n ~ /-100x$/ ? "by-hand-100x" : "dual-write"))
-      fl = (n ~ /-100x$/ ? "inline-2pc-logged-100x" : "inline-2pc-logged")
+      ref = refOf(n); fl = floorOf(n)
       if (n != ref) byRound(n, c, "txn/s", ref, "txn/s over " ref)
       if (n != ref && n ~ /-100x$/) byRound(n, c, "p50-ms", ref, "p50 over " ref)
       if (n != fl && n !~ /^pipeline/) byRound(n, c, "p50-ms", fl, "p50 over " fl)
     }
   }
+}
+# refOf is the row variant n is measured against: the loop by hand with as many members for a
+# pipeline row, the work by hand for a "-100x" row, else the dual write.
+function refOf(n) {
+  return (n ~ /^pipeline/ ? "pipeline-by-hand" : (n ~ /-100x$/ ? "by-hand-100x" : "dual-write"))
+}
+# floorOf is the protocol's floor for variant n's latency (its "x floor").
+function floorOf(n) {
+  return (n ~ /-100x$/ ? "inline-2pc-logged-100x" : "inline-2pc-logged")
 }
 # byRound prints the ratio of metric m of variant n to that of ref at concurrency c in every
 # round both ran in equally often, and the median of those ratios.
