@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -343,9 +345,31 @@ func (s *Server) runRecovery(w http.ResponseWriter, r *http.Request) error {
 // retryAfterSeconds is the Retry-After of 429 and 503 answers.
 const retryAfterSeconds = "1"
 
+// writeJSON answers v as JSON with its Content-Length. The answer is encoded whole before it is
+// sent: a streamed answer past net/http's 2 KB buffer went out chunked, in several writes (a
+// pipeline batch's answer holds a result and an offset for each of its hundreds of statements
+// and records; BenchmarkWriteJSON).
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	buf := answerBuffers.Get().(*bytes.Buffer)
+	defer putAnswerBuffer(buf)
+	_ = json.NewEncoder(buf).Encode(v)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	_ = enc.Encode(v)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// answerBuffers keeps writeJSON's buffers; one grown past maxPooledAnswer by a large answer is
+// left to the collector rather than kept.
+var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledAnswer = 1 << 20
+
+func putAnswerBuffer(buf *bytes.Buffer) {
+	if buf.Cap() > maxPooledAnswer {
+		return
+	}
+	buf.Reset()
+	answerBuffers.Put(buf)
 }
