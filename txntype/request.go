@@ -275,16 +275,21 @@ func (r *Request) Digest() []byte {
 		recs[i] = digestRecord{Topic: rec.Topic, Partition: rec.Partition, Key: digestPayload(rec.Key),
 			Value: digestPayload(rec.Value), Headers: rec.Headers, Timestamp: rec.Timestamp}
 	}
+	return digestOf(r, recs)
+}
+
+// digestOf is the SHA-256 of json.Marshal of the request's meaning, its records as given.
+func digestOf[R any](r *Request, records []R) []byte {
 	b, _ := json.Marshal(struct {
-		SQL   []Statement    `json:"sql"`
-		Kafka []digestRecord `json:"kafka"`
+		SQL   []Statement `json:"sql"`
+		Kafka []R         `json:"kafka"`
 		// omitempty: a request without offsets keeps the digest it always had.
 		KafkaOffsets *OffsetCommit `json:"kafka_offsets,omitempty"`
 		// Who decides is part of the meaning: the same id asked to wait and not to is a
 		// conflict. omitempty: a request the coordinator decides keeps its digest.
 		External     bool  `json:"external,omitempty"`
 		DecideWithin int64 `json:"decide_within_ms,omitempty"`
-	}{r.SQL, recs, r.KafkaOffsets, r.External, int64(r.DecideWithin / time.Millisecond)})
+	}{r.SQL, records, r.KafkaOffsets, r.External, int64(r.DecideWithin / time.Millisecond)})
 	// The time budget is not part of the body's meaning: a retry with another timeout_ms is
 	// the same request.
 	sum := sha256.Sum256(b)
