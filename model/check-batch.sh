@@ -61,7 +61,13 @@ model=sharedsql.pml
 run shared-sql safety pass -DMAXF=3
 #   both members' statements may fail, two faults
 run shared-sql-both-fail safety pass -DMAXF=2 -DSQLFAIL=3
+#   S8 (DEFER): a follower may join with no row, which the prepared write inserts; an anchor
+#   (a member whose row is older than G) in every such write, late Begins on every other path
+run shared-sql-defer safety pass -DDEFER -DMAXF=3
+run shared-sql-defer-both-fail safety pass -DDEFER -DMAXF=2 -DSQLFAIL=3
 # Probes
+run reach-defer-commit bfs violation -DDEFER -DMAXF=0 -DPROBE_DEFER_COMMIT
+run reach-defer-no-anchor bfs violation -DDEFER -DMAXF=0 -DSQLFAIL=3 -DPROBE_NO_ANCHOR
 run reach-sql-shared-commit bfs violation -DMAXF=0 -DPROBE_SHARED_COMMIT
 run reach-excluded-alone bfs violation -DMAXF=0 -DPROBE_EXCLUDED_ALONE
 run reach-rerun-after-exit bfs violation -DMAXF=1 -DPROBE_RERUN_AFTER_EXIT
@@ -79,5 +85,8 @@ run M_WRITE_IGNORES_TOMBSTONE bfs violation -DMAXF=1 -DM_WRITE_IGNORES_TOMBSTONE
 run M_TOMBSTONE_DELETED bfs violation -DMAXF=1 -DM_TOMBSTONE_DELETED
 run M_REGISTRATION_FIRST_FINAL bfs violation -DMAXF=1 -DM_REGISTRATION_FIRST_FINAL
 run M_RETRY_WRITE bfs violation -DMAXF=2 -DM_RETRY_WRITE
+#   S8 without its anchor: a lost write and a failed late Begin let the write land after the
+#   tombstone went; breadth-first needs 69 M states, depth-first finds one in about 12 s
+run M_NO_ANCHOR dfs violation -DDEFER -DMAXF=2 -DM_NO_ANCHOR
 
 finish "batching and shared SQL transactions: all checks passed, every mutant caught"

@@ -167,6 +167,8 @@ byte openb = NONE;        /* leader of the batch open for joining */
 byte bmem;                /* its members so far */
 bit  bopened;             /* one batch per run: a request arriving after it was sealed runs alone */
 bit  rerun[NR];           /* the leader tells a member to re-run alone */
+byte dfr;                 /* DEFER (S8): followers that joined with no row; the prepared write
+                             inserts theirs, or they log it late (lateBegin) */
 
 /* the batch's prepared write, sent, answer lost: it may land later (Net) */
 bit  pw;
@@ -178,6 +180,7 @@ byte pwep;
 #define A_OK    1
 #define A_ABORT 2
 #define A_DOUBT 3
+#define A_UNKNOWN 4       /* 503: the log did not answer; nothing promised, retry with the id */
 byte ans[NR];
 
 byte nf;
@@ -201,6 +204,12 @@ byte exitm;               /* members re-run after a lost PREPARE answer, backend
 #define GHOST_REC(i) rec = rec | BIT(i)
 #else
 #define GHOST_REC(i) skip
+#endif
+#ifdef PROBE_NO_ANCHOR
+byte noanc;               /* deferred members sent alone for want of an anchor */
+#define GHOST_NOANC(m) noanc = (m)
+#else
+#define GHOST_NOANC(m) skip
 #endif
 #ifdef PROBE_RERUN_AFTER_EXIT
 #define GHOST_EXIT(m) exitm = (m)
@@ -242,9 +251,11 @@ byte exitm;               /* members re-run after a lost PREPARE answer, backend
 #define LOGOK(g)  ((row[g] != L_COMMITTED || (rowG[g] -> (SG(g) && KSN(g)) : (SO(g) && KO(g)))) && (row[g] != L_ABORTED || !ANYC(g)))
 /* no false heuristic: nobody resolves by hand in this model */
 #define NOHEUR(g) (row[g] != L_HMIXED)
+/* a 202 has a row to resolve (GET finds it); a member with none answers 503 (A_UNKNOWN) */
+#define DOUBTROW(g) (ans[g] != A_DOUBT || row[g] != L_NONE)
 
 /* checked in every reachable state: one guard, then the assertion that fails names the property */
-#define INV(g) (ATOM(g) && ONCE(g) && ONECOPY(g) && ANSWERS(g) && LOGOK(g) && NOHEUR(g))
+#define INV(g) (ATOM(g) && ONCE(g) && ONECOPY(g) && ANSWERS(g) && LOGOK(g) && NOHEUR(g) && DOUBTROW(g))
 active proctype Invariants() {
 end_inv:
 	do
@@ -253,7 +264,15 @@ end_inv:
 		assert(ATOM_SG(0)); assert(ATOM_SG(1)); assert(ATOM_SO(0)); assert(ATOM_SO(1));
 		assert(ONCE(0)); assert(ONCE(1));
 		assert(ONECOPY(0)); assert(ONECOPY(1)); assert(ANSWERS(0)); assert(ANSWERS(1));
-		assert(LOGOK(0)); assert(LOGOK(1)); assert(NOHEUR(0)); assert(NOHEUR(1)) }
+		assert(LOGOK(0)); assert(LOGOK(1)); assert(NOHEUR(0)); assert(NOHEUR(1));
+		assert(DOUBTROW(0)); assert(DOUBTROW(1)) }
+#ifdef PROBE_DEFER_COMMIT
+	:: atomic { (row[1] == L_COMMITTED && rowG[1] && (dfr & 2) && ans[1] == A_OK) -> assert(false) }
+#endif
+#ifdef PROBE_NO_ANCHOR
+	:: atomic { (((noanc & 1) && row[0] == L_COMMITTED && !rowG[0] && ans[0] == A_OK) ||
+	             ((noanc & 2) && row[1] == L_COMMITTED && !rowG[1] && ans[1] == A_OK)) -> assert(false) }
+#endif
 #ifdef PROBE_SHARED_COMMIT
 	:: atomic { (row[0] == L_COMMITTED && rowG[0] && ans[0] == A_OK && row[1] == L_COMMITTED && rowG[1] && ans[1] == A_OK) -> assert(false) }
 #endif
@@ -342,11 +361,20 @@ inline abortK(t) {
 /* B2 with the registration: one log transaction, fenced, all or nothing: every member row
  * active -> prepared on G with the batch's Kafka ids, and INSERT INTO shared_gids (G, members);
  * refused when a registration or a tombstone exists, a row moved on, or the epoch moved */
+#define ALLNONE(m) ((((m) & 1) == 0 || row[0] == L_NONE) && (((m) & 2) == 0 || row[1] == L_NONE))
 #ifdef M_WRITE_IGNORES_TOMBSTONE
-#define WRITE_OK(m, ep) (ALLACTIVE(m) && epochA == (ep) && reg != REG_MEMB)
+#define REG_OK (reg != REG_MEMB)
 #else
-#define WRITE_OK(m, ep) (ALLACTIVE(m) && epochA == (ep) && reg == REG_NONE)
+#define REG_OK (reg == REG_NONE)
 #endif
+/* DEFER (S8): a deferred member's row is inserted, and refuses the write if it exists; the
+ * write carries an anchor, a member whose row was active before G was created */
+#ifdef M_NO_ANCHOR
+#define ANCHOR(m) true
+#else
+#define ANCHOR(m) (((m) & ~dfr) != 0)
+#endif
+#define WRITE_OK(m, ep) (ALLACTIVE((m) & ~dfr) && ALLNONE((m) & dfr) && ANCHOR(m) && epochA == (ep) && REG_OK)
 inline log_prepared(m) {
 	if :: (m) & 1 -> row[0] = L_PREPARED; rowG[0] = 1 :: else fi;
 	if :: (m) & 2 -> row[1] = L_PREPARED; rowG[1] = 1 :: else fi;
@@ -359,6 +387,42 @@ inline members_done(m, a) {
 	if :: (m) & 2 -> inflight[1] = 0; if :: a != A_NONE -> ans[1] = a :: else fi :: else fi
 }
 
+/* DEFER (S8): a deferred member whose batch logged nothing logs its row now, then its abort
+ * (409); its Begin failing answers 503, with no row and nothing of it able to commit */
+inline lateAbort(i) {
+	if
+	:: atomic { LIVE && CAS(i, L_NONE) -> row[i] = L_ACTIVE }
+		if
+		:: atomic { LIVE && CAS(i, L_ACTIVE) -> row[i] = L_ABORTED; ans[i] = A_ABORT }
+		:: atomic { LIVE && !CAS(i, L_ACTIVE) -> ans[i] = A_DOUBT }
+		:: atomic { LIVE && FAULT -> if :: CAS(i, L_ACTIVE) -> row[i] = L_ABORTED :: true fi; ans[i] = A_DOUBT }
+		fi
+	:: atomic { LIVE && !CAS(i, L_NONE) -> ans[i] = (row[i] == L_NONE -> A_UNKNOWN : A_DOUBT) }
+	:: atomic { LIVE && FAULT -> ans[i] = A_UNKNOWN }
+	fi;
+	atomic { LIVE -> inflight[i] = 0 }
+}
+
+/* DEFER (S8): the prepared write's answer was lost: a deferred member's late Begin finds the row
+ * the write inserted (it landed), or inserts one, which the write can then never insert over (it
+ * will not land): 202 either way; its Begin failing answers 503 */
+inline lateDoubt(i) {
+	if
+	:: atomic { LIVE && CAS(i, L_NONE) -> row[i] = L_ACTIVE; ans[i] = A_DOUBT }
+	:: atomic { LIVE && !CAS(i, L_NONE) -> ans[i] = (row[i] == L_NONE -> A_UNKNOWN : A_DOUBT) }
+	:: atomic { LIVE && FAULT -> ans[i] = A_UNKNOWN }
+	fi;
+	atomic { LIVE -> inflight[i] = 0 }
+}
+
+/* lateAll(m, how): how (lateAbort or lateDoubt) for every deferred member of m */
+#define LATE_ALL(m, how) \
+	left = (m) & dfr; \
+	do \
+	:: left == 0 -> break \
+	:: else -> i = LOW(left); how(i); left = left & ~BIT(i) \
+	od
+
 /* ========================= request path (coord.Coordinator) ========================= */
 
 proctype Request(byte g) {
@@ -366,6 +430,14 @@ proctype Request(byte g) {
 	bit h, seen;
 
 	atomic { serving -> myinc = inc; myep = heldA; inflight[g] = 1 }
+#ifdef DEFER
+	/* S8: a follower may join the open batch with no row: the prepared write inserts it */
+	if
+	:: atomic { LIVE && openb != NONE -> bmem = bmem | BIT(g); dfr = dfr | BIT(g) }
+		atomic { LIVE && rerun[g] }; goto alone
+	:: skip
+	fi;
+#endif
 	/* txlog.Begin (fenced): active, with its own gid */
 	if
 	:: atomic { LIVE && CAS(g, L_NONE) -> row[g] = L_ACTIVE }
@@ -425,6 +497,14 @@ proctype Request(byte g) {
 	                                                         answers, nothing sent on it can still run */
 	:: atomic { LIVE && gpb == 1 && FAULT -> gpb = 3 }; goto prepLost   /* answer lost; it may still land */
 	fi;
+#if defined(DEFER) && !defined(M_NO_ANCHOR)
+	/* S8: no member of G has a row older than G (every one left is deferred): G rolled back,
+	 * every member re-runs alone (its row first) */
+	if
+	:: (gm & ~dfr) == 0 -> GHOST_NOANC(gm); seen = 1; goto gFailed
+	:: else
+	fi;
+#endif
 
 	/* S1 by abort: with a member excluded, the first Kafka transaction, which no row names, is
 	 * aborted and the records of the members in G are produced again in a second one */
@@ -609,9 +689,11 @@ refused:
 	abortK(kb);
 	atomic { LIVE -> finishG(0, h); h = 0 }
 	atomic { LIVE ->
-		if :: gm & 1 -> ans[0] = (row[0] == L_ABORTED -> A_ABORT : A_DOUBT) :: else fi;
-		if :: gm & 2 -> ans[1] = (row[1] == L_ABORTED -> A_ABORT : A_DOUBT) :: else fi;
-		members_done(gm, A_NONE); ginfl = 0 }
+		if :: gm & ~dfr & 1 -> ans[0] = (row[0] == L_ABORTED -> A_ABORT : A_DOUBT) :: else fi;
+		if :: gm & ~dfr & 2 -> ans[1] = (row[1] == L_ABORTED -> A_ABORT : A_DOUBT) :: else fi;
+		members_done(gm & ~dfr, A_NONE) }
+	LATE_ALL(gm, lateAbort);
+	atomic { LIVE -> ginfl = 0 }
 	goto leaderDone;
 
 serverRefused:
@@ -627,7 +709,9 @@ writeLost:
 	goto rerunAll;
 #endif
 	/* every member in doubt (202); the batch is no longer in flight; the write may land later */
-	atomic { LIVE -> members_done(gm, A_DOUBT); ginfl = 0 }
+	atomic { LIVE -> members_done(gm & ~dfr, A_DOUBT) }
+	LATE_ALL(gm, lateDoubt);
+	atomic { LIVE -> ginfl = 0 }
 	goto leaderDone;
 
 indoubtPrepared:
@@ -636,7 +720,8 @@ indoubtPrepared:
 
 abort409:
 	/* G not certainly gone: answered aborted without re-running; G, unnamed, is the sweep's */
-	left = gm;
+	LATE_ALL(gm, lateAbort);
+	left = gm & ~dfr;
 	do
 	:: left == 0 -> break
 	:: else ->
@@ -667,6 +752,18 @@ leaderDone:
 
 	/* ---------------- the unshared path, alone: its own gid, its own Kafka transaction ---- */
 alone:
+#ifdef DEFER
+	/* S8: a deferred member's row, logged before anything of it runs alone */
+	if
+	:: dfr & BIT(g) ->
+		if
+		:: atomic { LIVE && CAS(g, L_NONE) -> row[g] = L_ACTIVE }
+		:: atomic { LIVE && !CAS(g, L_NONE) -> ans[g] = (row[g] == L_NONE -> A_UNKNOWN : A_DOUBT); inflight[g] = 0 }; goto done
+		:: atomic { LIVE && FAULT -> ans[g] = A_UNKNOWN; inflight[g] = 0 }; goto done
+		fi
+	:: else
+	fi;
+#endif
 	atomic { LIVE -> m = 0; gm = 0; ex = 0; left = 0; i = 0; r = 0; h = 0; seen = 0; sb[g] = B_INFL }
 	/* sqltxn.Run: BEGIN, statements, marker, PREPARE of its own gid, in one batch */
 	if

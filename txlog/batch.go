@@ -23,6 +23,13 @@ import (
 // shared are the PostgreSQL transactions that hold several members' work: each is registered
 // with its members in the same transaction (S2, coord/sharedsql.go). A registration or a
 // sweep's tombstone of the same gid already there refuses the whole write the same way.
+//
+// A member with RowDeferred joined with no row (S8, coord/joined.go): its row is inserted
+// prepared, fenced like Begin, and a row of its request id or gid already there refuses the
+// whole write. The rows updated are the write's anchor: each was active before the shared
+// transactions were created, so a late write lands only while every one of them is still
+// active, and then every tombstone of its shared transactions is still there (the tombstone
+// rule, S3). A write of deferred rows alone has no anchor and is not sent.
 func (l *Log) PreparedBatch(ctx context.Context, ts []*txntype.Transaction, shared []txntype.SharedGID) error {
 	if len(ts) == 0 {
 		return nil
@@ -34,20 +41,21 @@ func (l *Log) PreparedBatch(ctx context.Context, ts []*txntype.Transaction, shar
 	if ids == nil {
 		return errors.New("txlog: prepared batch without Kafka ids")
 	}
-	n := len(ts)
-	gids, owners := make([]string, n), make([]string, n)
-	epochs := make([]int64, n)
-	recs, sqlGIDs, results := make([]string, n), make([]string, n), make([]string, n)
-	for i, t := range ts {
+	var upd, ins preparedRows
+	for _, t := range ts {
 		if t.Kafka == nil || t.Kafka.KafkaIDs != ids.KafkaIDs {
 			return fmt.Errorf("txlog: prepared batch: %s does not carry the batch's Kafka ids", t.GID)
 		}
-		r, g, s, err := marshal3(t.Kafka.Records, t.SQLGIDs, t.SQL)
-		if err != nil {
+		rows := &upd
+		if t.RowDeferred {
+			rows = &ins
+		}
+		if err := rows.add(t); err != nil {
 			return err
 		}
-		gids[i], owners[i], epochs[i] = t.GID, t.Owner, t.OwnerEpoch
-		recs[i], sqlGIDs[i], results[i] = string(r), string(g), string(s)
+	}
+	if len(upd.gids) == 0 {
+		return fmt.Errorf("txlog: prepared batch of %d: every row deferred, no anchor (S8)", len(ts))
 	}
 	// BEGIN, the rows, the registrations and COMMIT in one round trip: each statement refuses
 	// itself when its condition fails (every row changed, every gid registered anew), and then
@@ -55,13 +63,19 @@ func (l *Log) PreparedBatch(ctx context.Context, ts []*txntype.Transaction, shar
 	// transaction, is not reused (pgxpool destroys it).
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(preparedBatchSQL, gids, owners, epochs, recs, sqlGIDs, results,
+	b.Queue(preparedBatchSQL, upd.gids, upd.owners, upd.epochs, upd.recs, upd.sqlGIDs, upd.results,
 		ids.TransactionalID, ids.ProducerID, ids.ProducerEpoch, ids.PreparedState)
+	if len(ins.gids) > 0 {
+		b.Queue(insertPreparedSQL, ins.gids, ins.owners, ins.epochs, ins.recs, ins.sqlGIDs, ins.results,
+			ids.TransactionalID, ids.ProducerID, ids.ProducerEpoch, ids.PreparedState,
+			ins.requestIDs, ins.digests, ins.onePhase, ins.instances)
+	}
 	if err := queueRegistrations(b, shared); err != nil {
 		return err
 	}
 	b.Queue("COMMIT")
-	var stamps map[string][2]time.Time
+	n := len(upd.gids)
+	var stamps, inserted map[string][2]time.Time
 	err := func() error {
 		br := l.pool.SendBatch(ctx, b)
 		defer br.Close()
@@ -75,6 +89,15 @@ func (l *Log) PreparedBatch(ctx context.Context, ts []*txntype.Transaction, shar
 		}
 		if len(stamps) != n {
 			return fmt.Errorf("txlog: prepared batch of %d: %d rows changed, yet the statement did not refuse itself", n, len(stamps))
+		}
+		if len(ins.gids) > 0 {
+			rows, _ := br.Query()
+			if inserted, err = readStamps(rows); err != nil {
+				return asRefused(err, fmt.Sprintf("prepared batch: %d deferred rows: a request id was logged already, or the instance no longer holds its epoch", len(ins.gids)))
+			}
+			if len(inserted) != len(ins.gids) {
+				return fmt.Errorf("txlog: prepared batch: %d of %d deferred rows inserted, yet the statement did not refuse itself", len(inserted), len(ins.gids))
+			}
 		}
 		for _, g := range shared {
 			if _, err := br.Exec(); err != nil {
@@ -90,12 +113,81 @@ func (l *Log) PreparedBatch(ctx context.Context, ts []*txntype.Transaction, shar
 		return fmt.Errorf("txlog: prepared batch: %w", asLogRefused(err))
 	}
 	for _, t := range ts {
-		st := stamps[t.GID]
+		st, ok := stamps[t.GID]
+		if !ok {
+			st = inserted[t.GID]
+			t.CreatedAt, t.RowDeferred = st[0], false
+		}
 		t.State, t.UpdatedAt = txntype.StatePrepared, st[0]
 		t.PreparedAt = &st[1]
 		t.NoteDetailLogged()
 	}
 	return nil
+}
+
+// preparedRows are the arguments of preparedBatchSQL or insertPreparedSQL, one entry a row.
+type preparedRows struct {
+	gids, owners, recs, sqlGIDs, results, requestIDs, instances []string
+	epochs                                           []int64
+	digests                                          [][]byte
+	onePhase                                         []bool
+}
+
+func (p *preparedRows) add(t *txntype.Transaction) error {
+	r, g, s, err := marshal3(t.Kafka.Records, t.SQLGIDs, t.SQL)
+	if err != nil {
+		return err
+	}
+	p.gids, p.owners, p.epochs = append(p.gids, t.GID), append(p.owners, t.Owner), append(p.epochs, t.OwnerEpoch)
+	p.recs, p.sqlGIDs, p.results = append(p.recs, string(r)), append(p.sqlGIDs, string(g)), append(p.results, string(s))
+	p.requestIDs, p.digests, p.onePhase = append(p.requestIDs, t.ID), append(p.digests, t.Digest), append(p.onePhase, t.OnePhase)
+	p.instances = append(p.instances, t.Instance)
+	return nil
+}
+
+// insertPreparedSQL inserts the rows of the members that joined with no row (S8), prepared
+// with the batch's ids ($1..$10 as preparedBatchSQL, $11 request ids, $12 digests, $13
+// one-phase, $14 instances), each fenced on its owner's epoch as beginSQL is. It arbitrates on every unique
+// index, as beginSQL does, and refuses itself unless every row was inserted: a request id
+// logged meanwhile (another instance's run of it) must not be taken over. Its history derives
+// from its stamps (derived_events): created and prepared at the same moment.
+var insertPreparedSQL = `
+WITH x AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
+            $11::text[], $12::bytea[], $13::boolean[], $14::text[])
+        AS x(gid, owner, epoch, recs, sql_gids, results, request_id, digest, one_phase, instance)
+    WHERE EXISTS (SELECT 1 FROM coordinator_instances i WHERE i.instance_id = x.owner AND i.epoch = x.epoch)
+), ins AS (
+    INSERT INTO coordinator_transactions (gid, request_id, request_digest, instance_id, state,
+        owner_instance, owner_epoch, one_phase, transactional_id, producer_id, producer_epoch,
+        prepared_state, kafka_records, sql_gids, sql_results, prepared_at)
+    SELECT gid, request_id, digest, instance, '` + string(txntype.StatePrepared) + `', owner, epoch, one_phase,
+        $7, $8, $9, $10, recs::jsonb, sql_gids::jsonb, results::jsonb, now() FROM x
+    ORDER BY request_id -- one order of keys for every writer, as beginSQL
+    ON CONFLICT DO NOTHING
+    RETURNING gid, updated_at, prepared_at
+)
+SELECT gid, updated_at, prepared_at FROM ins
+UNION ALL SELECT NULL, NULL, NULL WHERE ` + refuseUnless("(SELECT count(*) FROM ins) = cardinality($1::text[])") + ` IS NULL`
+
+// Existing returns those of ids that have a row (S8).
+func (l *Log) Existing(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := l.pool.Query(ctx, `SELECT request_id FROM coordinator_transactions WHERE request_id = ANY($1::text[])`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("txlog: existing request ids: %w", err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("txlog: existing request ids: %w", err)
+	}
+	for _, id := range got {
+		out[id] = true
+	}
+	return out, nil
 }
 
 // CommittedBatch logs several prepared transactions committed in one statement and one commit

@@ -107,8 +107,13 @@ type Log interface {
 	// ErrMovedOn unless every row is still active and owned as its writer last saw it.
 	// shared registers the PostgreSQL transactions shared by several of them (S2, sharedsql.go)
 	// in the same write; a registration (or a sweep's tombstone) of the same gid already there
-	// refuses the whole write the same way.
+	// refuses the whole write the same way. A transaction with RowDeferred has no row yet: the
+	// write inserts it prepared, and a row of its request id or gid already there refuses the
+	// write the same way; at least one transaction must be without it (S8: the anchor).
 	PreparedBatch(ctx context.Context, ts []*Transaction, shared []SharedGID) error
+	// Existing returns those of the request ids that have a row (S8: a member that joined with
+	// no row is left out of its batch when its id was seen before).
+	Existing(ctx context.Context, ids []string) (map[string]bool, error)
 	// CommittedBatch logs prepared transactions committed in one write, each row its own
 	// compare-and-set: done[i] says whether ts[i] was written. err: every outcome unknown. at is
 	// every row's updated_at and finished_at, the time the members' answers said (finals.go);

@@ -86,6 +86,9 @@ type Transaction struct {
 
 	// Digest identifies the request body (idempotency); not part of the API.
 	Digest []byte `json:"-"`
+	// RowDeferred: the request joined its batch with no row (S8, docs/batching.md section
+	// 12.7); the batch's prepared write inserts it (Log.PreparedBatch). Not part of the API.
+	RowDeferred bool `json:"-"`
 
 	// logged is what the log last stored of the results and records (logged.go).
 	logged loggedDetail
