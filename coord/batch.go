@@ -40,15 +40,19 @@ type BatchConfig struct {
 	// ShareSQL lets members on one database share one PostgreSQL transaction too
 	// (sharedsql.go, docs/batching.md section 12).
 	ShareSQL bool
+	// DeferRows lets a member that joins while every slot is taken skip its Begin: the batch's
+	// prepared write inserts its row (S8, joined.go, docs/batching.md section 12.7).
+	DeferRows bool
 }
 
 // batcher gathers prepared requests into batches. The first member of an open batch leads it:
 // it waits for a free slot (requests prepared meanwhile join), seals the batch and runs it. A
 // lone request never waits: with a slot free the batch is sealed at once.
 type batcher struct {
-	max    int
-	slots  chan struct{}
-	always bool // tests: share even when alone
+	max       int
+	slots     chan struct{}
+	always    bool // tests: share even when alone
+	deferRows bool // DeferRows (S8)
 
 	mu   sync.Mutex
 	open *batch // the batch accepting members; nil: the next member opens one
@@ -73,6 +77,11 @@ type member struct {
 	// it joined while its row was being logged (joined.go).
 	begun  chan struct{}
 	logged begun
+	// deferred (S8, written under batcher.mu by join): it joined with no row and logs none
+	// before its batch's prepared write, which inserts it; ownGIDs are the gids a late Begin
+	// logs (joined.lateBegin).
+	deferred bool
+	ownGIDs  []txntype.SQLGID
 }
 
 // batchOutcome is what the batch tells a member.
@@ -97,6 +106,8 @@ type batchOutcome struct {
 	// decision (D1, decided.go) and the leader runs its phase 2 and final write.
 	answer  *txntype.Transaction
 	decided bool
+	// logged: the batch's prepared write logged it (a deferred member has its row).
+	logged bool
 }
 
 func newBatcher(cfg BatchConfig) *batcher {
@@ -106,7 +117,7 @@ func newBatcher(cfg BatchConfig) *batcher {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 1
 	}
-	return &batcher{max: cfg.MaxMembers, slots: make(chan struct{}, cfg.Concurrency)}
+	return &batcher{max: cfg.MaxMembers, slots: make(chan struct{}, cfg.Concurrency), deferRows: cfg.DeferRows}
 }
 
 // join adds m to the open batch, or opens one (lead: m then leads it), and returns that batch.
@@ -114,6 +125,12 @@ func (b *batcher) join(m *member) (bt *batch, lead bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if bt := b.open; bt != nil {
+		// S8: a member joining while its row would be logged and every slot is taken runs
+		// nothing before the leader does, and logs no row of its own yet.
+		if b.deferRows && m.begun != nil && b.busy() {
+			m.deferred, m.ownGIDs = true, m.w.t.SQLGIDs
+			m.w.t.RowDeferred = true
+		}
 		bt.members = append(bt.members, m)
 		if len(bt.members) >= b.max {
 			b.open = nil // full: closed to newcomers; still waiting for its slot
@@ -174,7 +191,7 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(members[0].ctx), deadline)
 	defer cancel()
 	abStart := time.Now()
-	members = awaitBegins(ctx, members)
+	members = c.awaitBegins(ctx, members)
 	c.observeSince(PhaseAwaitBegins, abStart)
 	if len(members) == 0 {
 		<-b.slots
@@ -183,6 +200,12 @@ func (c *Coordinator) lead(ctx context.Context, bt *batch) {
 	// The slot is held through the decision, even by a batch of one: requests prepared
 	// meanwhile gather into the next batch, which is what makes batches form under load.
 	riders, groups, p := c.phase1Batch(ctx, members)
+	if p.err == nil && !anchored(riders) {
+		// S8: every rider left is deferred: no row older than the shared transactions would be
+		// in the prepared write. The batch fails before it; each member runs again alone (its
+		// row first) once its shared transaction is rolled back (S5).
+		p.err = errNoAnchor
+	}
 	for _, m := range members {
 		if m.out.rerun || m.out.fail != nil {
 			close(m.done) // it goes its own way at once
@@ -298,6 +321,9 @@ func (c *Coordinator) runBatch(ctx context.Context, members []*member, groups []
 			m.out.prepErr = err
 		}
 		return
+	}
+	for _, m := range members {
+		m.out.logged = true
 	}
 	c.fault(txntype.FaultAfterLogPrepared)
 	c.sharedFault(members, txntype.FaultSharedAfterLogPrepared)

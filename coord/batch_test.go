@@ -95,13 +95,14 @@ func startBatch(t *testing.T, shareSQL bool, answer txntype.AnswerMode, faults f
 		w.failSQL["p_"+id+"@"+txntype.DefaultDatabase] = true
 	}
 	log, sql, kafka := fakeLog{w}, fakeSQL{w}, fakeKafka{w}
+	if faults != nil {
+		w.at = faults(w) // before New: it may ask for deferred rows (deferring)
+	}
 	c := coord.New(coord.Config{Instance: "a", GIDPrefix: "p", DefaultTimeout: 500 * time.Millisecond,
 		FinishTimeout: time.Second, Ownership: ownership{txntype.Fence{Instance: "a", Epoch: 1}},
-		Logger: slog.New(slog.DiscardHandler), Batch: coord.BatchConfig{MaxMembers: 8, Concurrency: 1, ShareSQL: shareSQL}}, log, kafka, sql)
+		Logger: slog.New(slog.DiscardHandler), Batch: coord.BatchConfig{MaxMembers: 8, Concurrency: 1,
+			ShareSQL: shareSQL || w.deferRows, DeferRows: w.deferRows}}, log, kafka, sql)
 	c.ShareAlways()
-	if faults != nil {
-		w.at = faults(w)
-	}
 	release := c.HoldBatchSlots()
 	r = &batchRun{w: w, c: c, answers: map[string]error{}}
 	done := make(chan string, members)
@@ -118,9 +119,13 @@ func startBatch(t *testing.T, shareSQL bool, answer txntype.AnswerMode, faults f
 			mu.Unlock()
 			done <- id
 		})
+		if w.deferRows {
+			// In order: r0 leads, and logs its row; the others join with none (S8).
+			require.Eventually(t, func() bool { return c.OpenBatchMembers() == i+1 }, 5*time.Second, time.Millisecond)
+		}
 	}
 	joined := members - len(failSQL)
-	if shareSQL {
+	if shareSQL || w.deferRows {
 		joined = members
 	}
 	require.Eventually(t, func() bool { return c.OpenBatchMembers() == joined }, 5*time.Second, time.Millisecond,
@@ -171,7 +176,17 @@ func (r *batchRun) check(t *testing.T) map[string]txntype.State {
 	recs := maps.Clone(r.w.kafkaRecs)
 	r.w.mu.Unlock()
 	r.w.mu.Lock()
-	assert.Empty(t, r.w.rowless, "S7: a participant got work before the request's row existed; calls %v", r.w.ops)
+	var rowless []string
+	for _, op := range r.w.rowless {
+		// S8 allows a deferred member's work in the batch's shared transactions before its row,
+		// never its own.
+		id := op[strings.LastIndexByte(op, ' ')+1:]
+		if !r.w.deferred[id] || strings.HasPrefix(op, "sql.run ") {
+			rowless = append(rowless, op)
+		}
+	}
+	assert.Empty(t, rowless, "S7: a participant got work before the request's row existed; calls %v", r.w.ops)
+	assert.Zero(t, r.w.anchorless, "S8: a prepared write of deferred rows alone")
 	r.w.mu.Unlock()
 	states := map[string]txntype.State{}
 	for i := range members {

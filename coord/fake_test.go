@@ -74,19 +74,22 @@ type world struct {
 	resume   chan struct{} // closed to let it go on
 	resolved chan struct{} // closed when it has finished
 
-	rows      map[string]*txntype.Transaction // gid → row
-	epochs    map[string]int64                // instance → epoch
-	sqlState  map[string]string               // sql gid → running, prepared, committed, rolledback
-	markers   map[string]bool                 // sql gid → true: committed marker, false: fencing marker
-	kafkaTxns map[int64]string                // producer id → open, committed, aborted
-	kafkaRecs map[int64][]string              // producer id → the values of its records
-	failSQL   map[string]bool                 // sql gid → its statements fail (the server says no)
-	releases  map[int64][]bool                // producer id → its Release calls (keep)
-	shared    map[string][]string             // shared sql gid → its members (registered by the prepared write)
-	sqlWork   map[string][]string             // a request's own sql gid → every sql gid its work was prepared in
-	mayLand   bool                            // RunShared: the PREPARE's answer is lost and it lands later (lands() makes it)
-	rowless   []string                        // work a participant got before the request's row existed (S7, I6)
-	nextPID   int64
+	rows       map[string]*txntype.Transaction // gid → row
+	epochs     map[string]int64                // instance → epoch
+	sqlState   map[string]string               // sql gid → running, prepared, committed, rolledback
+	markers    map[string]bool                 // sql gid → true: committed marker, false: fencing marker
+	kafkaTxns  map[int64]string                // producer id → open, committed, aborted
+	kafkaRecs  map[int64][]string              // producer id → the values of its records
+	failSQL    map[string]bool                 // sql gid → its statements fail (the server says no)
+	releases   map[int64][]bool                // producer id → its Release calls (keep)
+	shared     map[string][]string             // shared sql gid → its members (registered by the prepared write)
+	sqlWork    map[string][]string             // a request's own sql gid → every sql gid its work was prepared in
+	mayLand    bool                            // RunShared: the PREPARE's answer is lost and it lands later (lands() makes it)
+	rowless    []string                        // work a participant got before the request's row existed (S7, I6)
+	deferred   map[string]bool                 // request ids of members that joined with no row (S8: Existing read them)
+	anchorless int                             // prepared writes of deferred rows alone (S8: must be none)
+	deferRows  bool                            // the coordinator defers rows (S8; deferring)
+	nextPID    int64
 
 	kafkaOffsets map[int64]*txntype.OffsetCommit // producer id → the offsets its transaction carries
 }
@@ -95,7 +98,7 @@ func newWorld() *world {
 	return &world{rows: map[string]*txntype.Transaction{}, epochs: map[string]int64{"a": 1, "r": 1},
 		sqlState: map[string]string{}, markers: map[string]bool{}, kafkaTxns: map[int64]string{},
 		kafkaRecs: map[int64][]string{}, failSQL: map[string]bool{}, releases: map[int64][]bool{},
-		shared: map[string][]string{}, sqlWork: map[string][]string{}}
+		shared: map[string][]string{}, sqlWork: map[string][]string{}, deferred: map[string]bool{}}
 }
 
 // call counts a call and returns its mode; a race runs the resolver first (without locks held).
@@ -242,7 +245,28 @@ func (l fakeLog) Prepared(ctx context.Context, t *txntype.Transaction) error {
 	})
 }
 
-// PreparedBatch is all or nothing, as txlog's: every row must pass the compare-and-set.
+// Existing: which ids have a row. Every id it is asked about is a deferred member's (S8).
+func (l fakeLog) Existing(ctx context.Context, ids []string) (map[string]bool, error) {
+	m := l.w.call(ctx, "log.existing")
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	for _, id := range ids {
+		l.w.deferred[id] = true
+	}
+	if err := refusal(m, "log.existing"); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, id := range ids {
+		if _, ok := l.w.rows["p_"+id]; ok {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+// PreparedBatch is all or nothing, as txlog's: every row must pass the compare-and-set, and a
+// deferred row must not exist (S8), behind an anchor.
 func (l fakeLog) PreparedBatch(ctx context.Context, ts []*txntype.Transaction, shared []txntype.SharedGID) error {
 	m := l.w.call(ctx, "log.prepared_batch")
 	if err := refusal(m, "log.prepared_batch"); err != nil {
@@ -250,10 +274,22 @@ func (l fakeLog) PreparedBatch(ctx context.Context, ts []*txntype.Transaction, s
 	}
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
+	anchor := false
 	for _, t := range ts {
+		if t.RowDeferred {
+			if _, ok := l.w.rows[t.GID]; ok || !l.owned(t) {
+				return fmt.Errorf("log.prepared_batch %s: logged already or not owned: %w", t.GID, txntype.ErrMovedOn)
+			}
+			continue
+		}
+		anchor = true
 		if _, ok := l.casRow(t, txntype.StateActive); !ok {
 			return fmt.Errorf("log.prepared_batch %s: %w", t.GID, txntype.ErrMovedOn)
 		}
+	}
+	if !anchor {
+		l.w.anchorless++
+		return errors.New("log.prepared_batch: no anchor (S8)")
 	}
 	for _, g := range shared {
 		if _, taken := l.w.shared[g.GID]; taken {
@@ -265,6 +301,11 @@ func (l fakeLog) PreparedBatch(ctx context.Context, ts []*txntype.Transaction, s
 	}
 	for _, t := range ts {
 		row := l.w.rows[t.GID]
+		if t.RowDeferred {
+			row = clone(t)
+			row.RowDeferred = false
+			l.w.rows[t.GID] = row
+		}
 		want := clone(t)
 		row.State, row.Kafka, row.SQLGIDs = txntype.StatePrepared, want.Kafka, want.SQLGIDs
 	}

@@ -39,6 +39,11 @@ func (c *Coordinator) logBegin(ctx context.Context, t *txntype.Transaction, budg
 	bctx, st := c.step(ctx, PhaseLogBegin, SpanLogBegin)
 	stored, created, err := c.log.Begin(bctx, t)
 	st.end(err)
+	return beginAnswer(ctx, t, stored, created, err, budget)
+}
+
+// beginAnswer is what a Begin's answer means for the request (logBegin).
+func beginAnswer(ctx context.Context, t, stored *txntype.Transaction, created bool, err error, budget time.Duration) begun {
 	if err != nil {
 		if !beginUndone(err) {
 			// The insert was sent and its answer lost: the row may exist (active, owned by this

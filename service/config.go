@@ -39,6 +39,9 @@ type Config struct {
 	// SharedSQL lets the members of a shared Kafka transaction on one database share one
 	// PostgreSQL transaction too (COORDINATOR_SHARED_SQL; docs/batching.md section 12).
 	SharedSQL bool
+	// DeferRows lets a member that joins a batch while every slot is taken skip its Begin: the
+	// batch's prepared write inserts its row (COORDINATOR_DEFER_ROWS; docs/batching.md 12.7).
+	DeferRows bool
 	// KafkaTxnTimeout is the producer's transaction.timeout.ms (KAFKA_TRANSACTION_TIMEOUT).
 	KafkaTxnTimeout time.Duration
 	DefaultTimeout  time.Duration // COORDINATOR_DEFAULT_TIMEOUT: budget of a request without timeout_ms
@@ -138,6 +141,7 @@ func Defaults() Config {
 		SharedMax:         128,
 		SharedConcurrency: 1,
 		SharedSQL:         true,
+		DeferRows:         true,
 		KafkaTxnTimeout:   60 * time.Second,
 		DefaultTimeout:    10 * time.Second,
 		MaxTimeout:        30 * time.Second,

@@ -200,7 +200,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 				return st.Count, err
 			}},
 		Batch: coord.BatchConfig{MaxMembers: cfg.SharedMax, Concurrency: min(cfg.SharedConcurrency, cfg.PoolSize),
-			ShareSQL: cfg.SharedSQL},
+			ShareSQL: cfg.SharedSQL, DeferRows: cfg.DeferRows},
 	}, s.Log, kafka, s.SQL)
 
 	s.Recovery = recovery.New(recovery.Config{

@@ -103,7 +103,7 @@ func TestEverySettingLoads(t *testing.T) {
 			v = "ci:submit:0123456789abcdef0123"
 		case "COORDINATOR_TOPICS":
 			v = "orders"
-		case "COORDINATOR_SHARED_SQL":
+		case "COORDINATOR_SHARED_SQL", "COORDINATOR_DEFER_ROWS":
 			v = "false" // on by default
 		}
 		c, err := Load(func(k string) string {

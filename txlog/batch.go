@@ -128,9 +128,9 @@ func (l *Log) PreparedBatch(ctx context.Context, ts []*txntype.Transaction, shar
 // preparedRows are the arguments of preparedBatchSQL or insertPreparedSQL, one entry a row.
 type preparedRows struct {
 	gids, owners, recs, sqlGIDs, results, requestIDs, instances []string
-	epochs                                           []int64
-	digests                                          [][]byte
-	onePhase                                         []bool
+	epochs                                                      []int64
+	digests                                                     [][]byte
+	onePhase                                                    []bool
 }
 
 func (p *preparedRows) add(t *txntype.Transaction) error {
