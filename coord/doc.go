@@ -51,8 +51,9 @@
 //     alone, from its Kafka side or (rerun, S5) from its SQL phase; decide, the batch's;
 //     phase 2, its own unless the batch's answered it.
 //   - joined (joined.go): a member whose SQL runs in its batch's shared SQL transaction
-//     (sharedsql.go); its begin joins the batch and logs the row meanwhile (S7); then a member's
-//     steps from what the batch told it.
+//     (sharedsql.go); its begin joins the batch and logs the row meanwhile (S7), or, joining
+//     while every slot is taken, leaves the row to the batch's prepared write (S8); then a
+//     member's steps from what the batch told it.
 //
 // # Ownership and fencing
 //

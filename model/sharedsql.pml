@@ -32,6 +32,9 @@
  *            lost PREPARE is seen to exit, and the broker timing a transaction out (any time).
  *   SQLFAIL  mask of the members whose statements may fail (in G: excluded; alone: aborted);
  *            default member 1
+ *   DEFER    S8: a follower may join with no row; the prepared write inserts it behind an
+ *            anchor (a member of the write whose row is older than G); every other path logs
+ *            it late (lateAbort, lateDoubt, alone)
  *
  * Mutants (each must make SPIN report a violation):
  *   M_SWEEP_NO_TOMBSTONE      S3 rolls back an unnamed G without inserting a tombstone first
@@ -54,6 +57,7 @@
  *                             final (instead of every member committed or aborted)
  *   M_RERUN_AFTER_LOST_WRITE  after the prepared write's answer was lost, the members re-run
  *                             alone (instead of 202)
+ *   M_NO_ANCHOR               (DEFER) the prepared write may carry deferred rows alone
  * Variants that are not violations (documented in model/README.md, not in the script):
  *   M_SWEEP_NO_INFLIGHT       S3 does not skip a G in flight (the tombstone alone keeps safety)
  *   NO_ONECOPY                the one-copy property off: M_RERUN_WITHOUT_ROLLBACK,
@@ -65,7 +69,8 @@
  *                             (atomicity)
  *
  * Properties, per member, in every reachable state (proctype Invariants): atomicity per
- * carrier, committed once, one copy, the answers, the log agrees, no false heuristic.
+ * carrier, committed once, one copy, the answers, the log agrees, no false heuristic, a 202
+ * has a row.
  *
  * Probes (each must be violated, showing the path is reachable):
  *   PROBE_SHARED_COMMIT     two members committed through one G and one EndTxn (200 both)
@@ -75,6 +80,8 @@
  *                           G answered: a member re-runs alone and commits on its own gid
  *   PROBE_SWEEP_TOMBSTONE   after a crash the sweep rolls back an unnamed G (tombstone path)
  *   PROBE_GROUP_RECOVERY    after a crash recovery commits two members' rows on G
+ *   PROBE_DEFER_COMMIT      (DEFER) a deferred member committed through G
+ *   PROBE_NO_ANCHOR         (DEFER) a deferred member sent alone for want of an anchor commits
  */
 
 #ifndef MAXF
