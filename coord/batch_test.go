@@ -112,6 +112,9 @@ func startBatch(t *testing.T, shareSQL bool, answer txntype.AnswerMode, faults f
 		id := fmt.Sprintf("r%d", i)
 		wg.Go(func() {
 			req := batchRequest(id)
+			if w.otherDB[id] {
+				req.SQL[0].Database = "other"
+			}
 			req.Answer = answer
 			_, err := c.Execute(context.Background(), req)
 			mu.Lock()
@@ -211,7 +214,11 @@ func (r *batchRun) check(t *testing.T) map[string]txntype.State {
 		require.True(t, row.State.Final(), "%s: recovery left %s; calls %v", id, row.State, r.w.ops)
 		states[id] = row.State
 		committed := row.State == txntype.StateCommitted
-		sqlGID := "p_" + id + "@" + txntype.DefaultDatabase
+		db := txntype.DefaultDatabase
+		if r.w.otherDB[id] {
+			db = "other"
+		}
+		sqlGID := "p_" + id + "@" + db
 		r.w.mu.Lock()
 		work := slices.Clone(r.w.sqlWork[sqlGID])
 		r.w.mu.Unlock()

@@ -85,20 +85,28 @@ func TestDeferredRowsNoAnchor(t *testing.T) {
 	assert.Equal(t, 3, count(r.w.ops, "sql.run"), "each member ran alone")
 }
 
+// S8: a deferred member alone on its database in its batch would prepare its own gid, which no
+// row names yet: it runs alone instead, its row first, and commits; the others share.
+func TestDeferredRowsAloneOnItsDatabase(t *testing.T) {
+	t.Parallel()
+	other := func(w *world) func(int, string) mode {
+		w.otherDB = map[string]bool{"r2": true}
+		return nil
+	}
+	r := runBatchWith(t, true, deferring(other))
+	for id, st := range r.check(t) {
+		assert.Equal(t, txntype.StateCommitted, st, id)
+		assert.NoError(t, r.answers[id], id)
+	}
+	assert.Equal(t, 1, count(r.w.ops, "sql.run"), "r2 ran alone")
+	assert.Equal(t, 2, count(r.w.ops, "log.begin"), "the leader's Begin and r2's late one")
+}
+
 // S8: a deferred member whose id has a row (a request sent again) is left out before anything
 // of it runs, and answers from the stored row; its batch mates commit together.
 func TestDeferredRowsDuplicateLeftOut(t *testing.T) {
 	t.Parallel()
-	stored := func(w *world) func(int, string) mode {
-		req := batchRequest("r1")
-		require.NoError(t, req.Validate(txntype.Limits{}, func(string) bool { return true }))
-		w.mu.Lock()
-		w.rows["p_r1"] = &txntype.Transaction{ID: "r1", GID: "p_r1", State: txntype.StateAborted, Owner: "a", OwnerEpoch: 1,
-			Digest: req.Digest(), Error: &txntype.ErrorDetail{Class: txntype.ClassAbortable, Message: "an earlier attempt"}}
-		w.mu.Unlock()
-		return nil
-	}
-	r := runBatchWith(t, true, deferring(stored))
+	r := runBatchWith(t, true, deferring(storedAborted(t, "r1")))
 	states := r.check(t)
 	assert.Equal(t, txntype.StateAborted, states["r1"])
 	assert.ErrorIs(t, r.answers["r1"], txntype.ErrAborted, "r1 answers from its stored row")

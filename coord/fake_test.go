@@ -89,6 +89,7 @@ type world struct {
 	deferred   map[string]bool                 // request ids of members that joined with no row (S8: Existing read them)
 	anchorless int                             // prepared writes of deferred rows alone (S8: must be none)
 	deferRows  bool                            // the coordinator defers rows (S8; deferring)
+	otherDB    map[string]bool                 // request ids whose statement goes to database "other" (startBatch)
 	nextPID    int64
 
 	kafkaOffsets map[int64]*txntype.OffsetCommit // producer id → the offsets its transaction carries

@@ -91,6 +91,12 @@ func (c *Coordinator) prepareShared(ctx context.Context, members []*member) (rid
 	var mu sync.Mutex
 	for _, db := range order {
 		ms := byDB[db]
+		if len(ms) == 1 && ms[0].deferred {
+			// S8: alone on its database it would prepare its own gid, which no row names yet
+			// (an orphan the sweep rolls back at once): it runs alone, its row first.
+			ms[0].out.rerun = true
+			continue
+		}
 		if len(ms) == 1 {
 			m := ms[0]
 			wg.Go(func() {

@@ -207,16 +207,7 @@ func TestSharedSQLJoinsWhileLogged(t *testing.T) {
 // batch mates commit together.
 func TestSharedSQLJoinedDuplicateLeftOut(t *testing.T) {
 	t.Parallel()
-	stored := func(w *world) func(int, string) mode {
-		req := batchRequest("r1")
-		require.NoError(t, req.Validate(txntype.Limits{}, func(string) bool { return true })) // as Execute sees it
-		w.mu.Lock()
-		w.rows["p_r1"] = &txntype.Transaction{ID: "r1", GID: "p_r1", State: txntype.StateAborted, Owner: "a", OwnerEpoch: 1,
-			Digest: req.Digest(), Error: &txntype.ErrorDetail{Class: txntype.ClassAbortable, Message: "an earlier attempt"}}
-		w.mu.Unlock()
-		return nil
-	}
-	r := runBatchWith(t, true, stored)
+	r := runBatchWith(t, true, storedAborted(t, "r1"))
 	states := r.check(t)
 	assert.Equal(t, txntype.StateAborted, states["r1"])
 	assert.ErrorIs(t, r.answers["r1"], txntype.ErrAborted, "r1 answers from its stored row")
@@ -228,6 +219,21 @@ func TestSharedSQLJoinedDuplicateLeftOut(t *testing.T) {
 		assert.NoError(t, r.answers[id], id)
 	}
 	assert.Equal(t, 1, count(r.w.ops, "sql.run_shared"))
+}
+
+// storedAborted stores, before the batch runs, an aborted row of an earlier attempt of id with
+// the same body: the request is sent again.
+func storedAborted(t *testing.T, id string) func(*world) func(int, string) mode {
+	t.Helper()
+	return func(w *world) func(int, string) mode {
+		req := batchRequest(id)
+		require.NoError(t, req.Validate(txntype.Limits{}, func(string) bool { return true })) // as Execute sees it
+		w.mu.Lock()
+		w.rows["p_"+id] = &txntype.Transaction{ID: id, GID: "p_" + id, State: txntype.StateAborted, Owner: "a", OwnerEpoch: 1,
+			Digest: req.Digest(), Error: &txntype.ErrorDetail{Class: txntype.ClassAbortable, Message: "an earlier attempt"}}
+		w.mu.Unlock()
+		return nil
+	}
 }
 
 // A request that joins a batch while a slot is free runs at once: its Begin is on its path and
