@@ -40,7 +40,8 @@ type Config struct {
 	// PostgreSQL transaction too (COORDINATOR_SHARED_SQL; docs/batching.md section 12).
 	SharedSQL bool
 	// DeferRows lets a member that joins a batch while every slot is taken skip its Begin: the
-	// batch's prepared write inserts its row (COORDINATOR_DEFER_ROWS; docs/batching.md 12.7).
+	// batch's prepared write inserts its row (COORDINATOR_DEFER_ROWS, off by default;
+	// docs/batching.md 12.7).
 	DeferRows bool
 	// KafkaTxnTimeout is the producer's transaction.timeout.ms (KAFKA_TRANSACTION_TIMEOUT).
 	KafkaTxnTimeout time.Duration
@@ -141,7 +142,7 @@ func Defaults() Config {
 		SharedMax:         128,
 		SharedConcurrency: 1,
 		SharedSQL:         true,
-		DeferRows:         true,
+		DeferRows:         false,
 		KafkaTxnTimeout:   60 * time.Second,
 		DefaultTimeout:    10 * time.Second,
 		MaxTimeout:        30 * time.Second,

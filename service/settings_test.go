@@ -103,8 +103,10 @@ func TestEverySettingLoads(t *testing.T) {
 			v = "ci:submit:0123456789abcdef0123"
 		case "COORDINATOR_TOPICS":
 			v = "orders"
-		case "COORDINATOR_SHARED_SQL", "COORDINATOR_DEFER_ROWS":
+		case "COORDINATOR_SHARED_SQL":
 			v = "false" // on by default
+		case "COORDINATOR_DEFER_ROWS":
+			v = "true" // off by default
 		}
 		c, err := Load(func(k string) string {
 			if k == s.Env {

@@ -176,8 +176,8 @@ func TestLogWriteDelayed(t *testing.T) {
 	t.Parallel()
 	e := newStore(t, envOpts{})
 	// The test locks the request's row while its SQL runs, so the row must be logged first:
-	// a request that joins a batch while every slot is taken has none before its prepared write
-	// (S8), whose late landing coord.TestDeferredRowsFaultAtEveryStep covers.
+	// with S8 on, a request that joins a batch while every slot is taken has none before its
+	// prepared write, whose late landing coord.TestDeferredRowsFaultAtEveryStep covers.
 	a := e.startNode(t, "a", "COORDINATOR_FINISH_TIMEOUT=1s", "COORDINATOR_DEFER_ROWS=false")
 	ctx := context.Background()
 	key := rand.Int32N(1 << 30)

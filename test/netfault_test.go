@@ -66,7 +66,8 @@ func testNetFaultPostgres(t *testing.T, class string) {
 	partp := newNetProxy(t, "participant", dsnHostPort(t, needEnv(t, "DATABASE_URL_2")))
 	e.cfg.DatabaseURL = proxiedDSN(t, e.cfg.DatabaseURL, logp)
 	e.cfg.Databases["other"] = proxiedDSN(t, e.cfg.Databases["other"], partp)
-	n := e.startNode(t, "a", "COORDINATOR_DEFAULT_TIMEOUT="+netBudget.String())
+	// S8 on (off by default): the log's connection cut under deferred rows and late Begins.
+	n := e.startNode(t, "a", "COORDINATOR_DEFAULT_TIMEOUT="+netBudget.String(), "COORDINATOR_DEFER_ROWS=true")
 
 	l := startFaultLoad(e, n, pgNetKinds)
 	time.Sleep(1500 * time.Millisecond)
