@@ -102,23 +102,6 @@ func TestDeferredRowsAloneOnItsDatabase(t *testing.T) {
 	assert.Equal(t, 2, count(r.w.ops, "log.begin"), "the leader's Begin and r2's late one")
 }
 
-// S8: a deferred member whose id has a row (a request sent again) is left out before anything
-// of it runs, and answers from the stored row; its batch mates commit together.
-func TestDeferredRowsDuplicateLeftOut(t *testing.T) {
-	t.Parallel()
-	r := runBatchWith(t, true, deferring(storedAborted(t, "r1")))
-	states := r.check(t)
-	assert.Equal(t, txntype.StateAborted, states["r1"])
-	assert.ErrorIs(t, r.answers["r1"], txntype.ErrAborted, "r1 answers from its stored row")
-	r.w.mu.Lock()
-	assert.Empty(t, r.w.sqlWork["p_r1@"+txntype.DefaultDatabase], "nothing of the duplicate ran")
-	r.w.mu.Unlock()
-	for _, id := range []string{"r0", "r2"} {
-		assert.Equal(t, txntype.StateCommitted, states[id], id)
-		assert.NoError(t, r.answers[id], id)
-	}
-}
-
 // S8: a resolver claims the anchor right before the prepared write: the write is refused as a
 // whole, nothing commits, and each deferred member logs its row and is aborted.
 func TestDeferredRowsPreparedWriteRefused(t *testing.T) {

@@ -202,23 +202,35 @@ func TestSharedSQLJoinsWhileLogged(t *testing.T) {
 	assert.Equal(t, 1, count(r.w.ops, "kafka.commit"))
 }
 
-// S7: a member whose Begin finds its id's row already there (a request sent again) joined the
-// batch before it knew: it is left out untouched and answers from the stored row, while its
-// batch mates commit together.
+// A member whose id has a row already (a request sent again) joined the batch before it knew:
+// it is left out untouched and answers from the stored row, while its batch mates commit
+// together. S7: its Begin finds the row. S8: it joined with no row, and the leader's read of
+// the deferred ids finds it before anything of it runs.
 func TestSharedSQLJoinedDuplicateLeftOut(t *testing.T) {
 	t.Parallel()
-	r := runBatchWith(t, true, storedAborted(t, "r1"))
-	states := r.check(t)
-	assert.Equal(t, txntype.StateAborted, states["r1"])
-	assert.ErrorIs(t, r.answers["r1"], txntype.ErrAborted, "r1 answers from its stored row")
-	r.w.mu.Lock()
-	assert.Empty(t, r.w.sqlWork["p_r1@"+txntype.DefaultDatabase], "nothing of the duplicate ran")
-	r.w.mu.Unlock()
-	for _, id := range []string{"r0", "r2"} {
-		assert.Equal(t, txntype.StateCommitted, states[id], id)
-		assert.NoError(t, r.answers[id], id)
+	for _, tt := range []struct {
+		name   string
+		faults func(*world) func(int, string) mode
+	}{
+		{"S7", storedAborted(t, "r1")},
+		{"S8", deferring(storedAborted(t, "r1"))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runBatchWith(t, true, tt.faults)
+			states := r.check(t)
+			assert.Equal(t, txntype.StateAborted, states["r1"])
+			assert.ErrorIs(t, r.answers["r1"], txntype.ErrAborted, "r1 answers from its stored row")
+			r.w.mu.Lock()
+			assert.Empty(t, r.w.sqlWork["p_r1@"+txntype.DefaultDatabase], "nothing of the duplicate ran")
+			r.w.mu.Unlock()
+			for _, id := range []string{"r0", "r2"} {
+				assert.Equal(t, txntype.StateCommitted, states[id], id)
+				assert.NoError(t, r.answers[id], id)
+			}
+			assert.Equal(t, 1, count(r.w.ops, "sql.run_shared"))
+		})
 	}
-	assert.Equal(t, 1, count(r.w.ops, "sql.run_shared"))
 }
 
 // storedAborted stores, before the batch runs, an aborted row of an earlier attempt of id with
