@@ -79,7 +79,7 @@ type member struct {
 	logged begun
 	// deferred (S8, written under batcher.mu by join): it joined with no row and logs none
 	// before its batch's prepared write, which inserts it; ownGIDs are the gids a late Begin
-	// logs (joined.lateBegin).
+	// logs (joined.settle).
 	deferred bool
 	ownGIDs  []txntype.SQLGID
 }
